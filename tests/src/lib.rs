@@ -1,0 +1,1 @@
+//! Test-only package; the tests live in `it/`.
