@@ -1,0 +1,182 @@
+//! The one place where failures become Vega's wire shapes.
+//!
+//! Vega's gateway answers errors as a `google.rpc.Status`: `{"code":3,"message":"InvalidArgument
+//! error","details":[{"@type":"type.googleapis.com/vega.ErrorDetail","code":10014,"message":
+//! "missing party id","inner":""}]}`. Streaming methods (the export) wrap it as `{"error":…}`.
+//! Detail codes follow Vega's table (`datanode/api/errors.go`); errors it has no code for get
+//! 10000, as Vega does.
+
+use std::error::Error as StdError;
+use std::fmt::Write as _;
+
+use hyper::StatusCode;
+use hyper::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+
+use crate::body::{Body, full};
+
+/// Vega's API detail codes used here.
+pub(crate) mod detail {
+    /// Not in Vega's table (`ErrNotMapped`).
+    pub const NOT_MAPPED: u32 = 10000;
+    /// `ErrMissingPartyID`.
+    pub const MISSING_PARTY_ID: u32 = 10014;
+    /// `ErrMalformedRequest`.
+    pub const MALFORMED_REQUEST: u32 = 10015;
+    /// `ErrInvalidPagination`.
+    pub const INVALID_PAGINATION: u32 = 10028;
+    /// `ErrInvalidAssetID`.
+    pub const INVALID_ASSET_ID: u32 = 10038;
+    /// `ErrOracleDataServiceGet`.
+    pub const ORACLE_DATA_SERVICE: u32 = 190003;
+    /// `ErrLedgerServiceExport`.
+    pub const LEDGER_EXPORT: u32 = 260002;
+}
+
+/// A request that failed before its answer began.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is invalid (gRPC code 3, HTTP 400).
+    #[error("{message}: {inner}")]
+    InvalidArgument {
+        /// Vega's detail code.
+        detail: u32,
+        /// Vega's detail message, e.g. `missing party id`.
+        message: &'static str,
+        /// What exactly is wrong.
+        inner: String,
+    },
+    /// No such route (gRPC code 5, HTTP 404).
+    #[error("not found")]
+    NotFound,
+    /// The route exists but not for this method (gRPC code 12, HTTP 405).
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The store failed (gRPC code 13, HTTP 500).
+    #[error("{message}")]
+    Internal {
+        /// Vega's detail code.
+        detail: u32,
+        /// Vega's detail message.
+        message: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// Too busy to take the request now (gRPC code 14, HTTP 503).
+    #[error("unavailable: {reason}")]
+    Unavailable {
+        /// Why, for the `inner` field.
+        reason: String,
+        /// Seconds after which a retry is sensible.
+        retry_after: u32,
+    },
+}
+
+/// Which of Vega's two error envelopes an endpoint uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorShape {
+    /// The bare status object (unary methods).
+    Bare,
+    /// The status inside `{"error":…}` (streaming methods).
+    Stream,
+}
+
+impl ApiError {
+    /// An invalid-argument error.
+    pub(crate) fn invalid(detail: u32, message: &'static str, inner: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            detail,
+            message,
+            inner: inner.into(),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The `google.rpc.Status` JSON of this error.
+    pub fn status_json(&self) -> String {
+        let (code, message, detail) = match self {
+            Self::InvalidArgument {
+                detail,
+                message,
+                inner,
+            } => (
+                3,
+                "InvalidArgument error",
+                Some((*detail, *message, inner.clone())),
+            ),
+            Self::NotFound => (5, "Not Found", None),
+            Self::MethodNotAllowed => (12, "Method Not Allowed", None),
+            Self::Internal {
+                detail,
+                message,
+                source,
+            } => (
+                13,
+                "Internal error",
+                Some((*detail, *message, chain(source.as_ref()))),
+            ),
+            Self::Unavailable { reason, .. } => (
+                14,
+                "Unavailable error",
+                Some((detail::NOT_MAPPED, "server busy", reason.clone())),
+            ),
+        };
+        let details = match detail {
+            None => "[]".to_owned(),
+            Some((code, message, inner)) => format!(
+                r#"[{{"@type":"type.googleapis.com/vega.ErrorDetail","code":{code},"message":{},"inner":{}}}]"#,
+                json_string(message),
+                json_string(&inner)
+            ),
+        };
+        format!(
+            r#"{{"code":{code},"message":{},"details":{details}}}"#,
+            json_string(message)
+        )
+    }
+
+    /// The response for this error in the endpoint's envelope. 5xx causes are logged here, and
+    /// only here.
+    pub fn into_response(self, shape: ErrorShape) -> hyper::Response<Body> {
+        if let Self::Internal { .. } = &self {
+            tracing::error!(error = %chain(&self), "request failed");
+        }
+        let status_json = self.status_json();
+        let body = match shape {
+            ErrorShape::Bare => status_json,
+            ErrorShape::Stream => format!(r#"{{"error":{status_json}}}"#),
+        };
+        let mut response = hyper::Response::new(full(body));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Self::Unavailable { retry_after, .. } = self {
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry_after));
+        }
+        response
+    }
+}
+
+/// An error and its causes, joined by `: `.
+pub(crate) fn chain(err: &(dyn StdError + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let _ = write!(text, ": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
+}

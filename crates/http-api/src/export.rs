@@ -1,0 +1,267 @@
+//! `GET /api/v2/ledgerentry/export`: a party's ledger entries as a streamed CSV file.
+//!
+//! The store reads on a blocking thread and pushes rows into a sink that cuts them into chunks
+//! and hands them to the response body through a bounded channel: a slow client slows the read,
+//! a gone client stops it at the next chunk, and memory stays at a few chunks per export.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use hyper::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
+use hyper::{Request, Response};
+use ledger_core::{AssetId, CSV_HEADER, ExportFilter, PartyId, TimeRange};
+use storage::{ExportSink, LedgerStore};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::App;
+use crate::accept::{ExportForm, export_form};
+use crate::body::{self, Body, BodyError};
+use crate::error::{ApiError, detail};
+use crate::query::Query;
+
+/// Rows are sent in chunks of about this many bytes: large enough to keep per-chunk costs
+/// (channel hand-off, a write call, a message envelope) negligible, small enough that the first
+/// bytes leave at once.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Chunks in flight between the reading thread and the socket, per export.
+const CHANNEL_CHUNKS: usize = 4;
+
+pub(crate) async fn export<B>(app: &App, request: &Request<B>) -> Result<Response<Body>, ApiError> {
+    let filter = parse_filter(&Query::parse(request.uri().query()))?;
+    let form = export_form(request.headers());
+    let permit = app.try_export_permit()?;
+
+    let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
+    let (started_sender, started) = oneshot::channel();
+    let store = Arc::clone(&app.inner.ledger);
+    let file_name = filter.file_name();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let mut sink = ChannelSink {
+            sender,
+            started: Some(started_sender),
+            buffer: Vec::with_capacity(CHUNK_BYTES + 1024),
+            messages: (form == ExportForm::Messages).then(|| Some(extensions(&filter))),
+        };
+        run(store.as_ref(), &filter, &mut sink);
+    });
+
+    match started.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            return Err(ApiError::Internal {
+                detail: detail::LEDGER_EXPORT,
+                message: "failed to export ledger entries",
+                source: Box::new(err),
+            });
+        }
+        Err(_) => {
+            return Err(ApiError::Internal {
+                detail: detail::LEDGER_EXPORT,
+                message: "failed to export ledger entries",
+                source: "the export ended before it started".into(),
+            });
+        }
+    }
+
+    let mut response = Response::new(body::channel(receiver));
+    let headers = response.headers_mut();
+    let content_type = match form {
+        ExportForm::Csv => "text/csv",
+        ExportForm::Messages => "application/x-ndjson",
+    };
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    let disposition = format!("attachment;filename={file_name}");
+    headers.insert(
+        CONTENT_DISPOSITION,
+        HeaderValue::from_str(&disposition).expect("file names are ASCII without controls"),
+    );
+    Ok(response)
+}
+
+/// Runs the export on the current (blocking) thread and reports how it ended.
+fn run(store: &dyn LedgerStore, filter: &ExportFilter, sink: &mut ChannelSink) {
+    let result = store.export_ledger(filter, sink);
+    match result {
+        Ok(summary) if summary.stopped => {
+            tracing::debug!(rows = summary.rows, "export stopped: the client went away");
+        }
+        Ok(summary) => {
+            // A failed final send means the client left during the last chunk.
+            let _ = sink.flush();
+            tracing::debug!(rows = summary.rows, "export completed");
+        }
+        Err(err) => match sink.started.take() {
+            Some(started) => {
+                let _ = started.send(Err(err));
+            }
+            None => {
+                tracing::error!(error = %crate::error::chain(&err), "export failed after it started");
+                sink.fail(&err);
+            }
+        },
+    }
+}
+
+struct ChannelSink {
+    sender: mpsc::Sender<Result<Bytes, BodyError>>,
+    started: Option<oneshot::Sender<Result<(), storage::Error>>>,
+    buffer: Vec<u8>,
+    /// For the message form: the first message's `extensions` until it is sent, then `None`
+    /// inside `Some`.
+    messages: Option<Option<String>>,
+}
+
+impl ChannelSink {
+    /// Sends the buffered bytes as one chunk.
+    fn flush(&mut self) -> ControlFlow<()> {
+        if self.buffer.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let csv = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES + 1024));
+        let chunk = match &mut self.messages {
+            None => Bytes::from(csv),
+            Some(extensions) => Bytes::from(message(&csv, extensions.take().as_deref())),
+        };
+        match self.sender.blocking_send(Ok(chunk)) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        }
+    }
+
+    /// Ends a started export that failed: the message form says so in a last line, the CSV
+    /// form is aborted so that no client mistakes a truncated file for a whole one.
+    fn fail(&mut self, err: &storage::Error) {
+        if self.messages.is_some() {
+            let _ = self.flush();
+            let error = ApiError::Internal {
+                detail: detail::LEDGER_EXPORT,
+                message: "failed to export ledger entries",
+                source: crate::error::chain(err).into(),
+            };
+            let line = format!("{{\"error\":{}}}\n", error.status_json());
+            let _ = self.sender.blocking_send(Ok(Bytes::from(line)));
+        } else {
+            let _ = self
+                .sender
+                .blocking_send(Err(BodyError(crate::error::chain(err))));
+        }
+    }
+}
+
+impl ExportSink for ChannelSink {
+    fn started(&mut self) -> ControlFlow<()> {
+        let Some(started) = self.started.take() else {
+            return ControlFlow::Continue(());
+        };
+        if started.send(Ok(())).is_err() {
+            return ControlFlow::Break(());
+        }
+        // The header goes out on its own so that the first byte leaves before the first row.
+        self.buffer.extend_from_slice(CSV_HEADER.as_bytes());
+        self.flush()
+    }
+
+    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
+        self.buffer.extend_from_slice(csv_line);
+        if self.buffer.len() >= CHUNK_BYTES {
+            return self.flush();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// One `google.api.HttpBody` stream message carrying `csv`.
+fn message(csv: &[u8], extensions: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(csv.len() * 4 / 3 + 256);
+    out.extend_from_slice(br#"{"result":{"contentType":"text/csv","data":""#);
+    let start = out.len();
+    out.resize(
+        start + base64::encoded_len(csv.len(), true).expect("chunks are small"),
+        0,
+    );
+    let written = BASE64
+        .encode_slice(csv, &mut out[start..])
+        .expect("the buffer was sized for it");
+    out.truncate(start + written);
+    out.extend_from_slice(br#"","extensions":["#);
+    if let Some(extensions) = extensions {
+        out.extend_from_slice(extensions.as_bytes());
+    }
+    out.extend_from_slice(b"]}}\n");
+    out
+}
+
+/// The normalised request, as the first message's `extensions` entry.
+fn extensions(filter: &ExportFilter) -> String {
+    let mut out = format!(
+        r#"{{"@type":"type.googleapis.com/datanode.api.v2.ExportLedgerEntriesRequest","partyId":"{}""#,
+        filter.party
+    );
+    if let Some(asset) = &filter.asset {
+        out.push_str(&format!(r#","assetId":"{asset}""#));
+    }
+    let range = &filter.range;
+    if range.start().is_some() || range.end().is_some() {
+        let mut fields = Vec::new();
+        if let Some(start) = range.start() {
+            fields.push(format!(r#""startTimestamp":"{start}""#));
+        }
+        if let Some(end) = range.end() {
+            fields.push(format!(r#""endTimestamp":"{end}""#));
+        }
+        out.push_str(&format!(r#","dateRange":{{{}}}"#, fields.join(",")));
+    }
+    out.push('}');
+    out
+}
+
+/// The query string as an [`ExportFilter`], or the error Vega gives for it.
+pub(crate) fn parse_filter(query: &Query<'_>) -> Result<ExportFilter, ApiError> {
+    let party = query
+        .get("partyId")
+        .ok_or_else(|| ApiError::invalid(detail::MISSING_PARTY_ID, "missing party id", ""))?
+        .parse::<PartyId>()
+        .map_err(|err| {
+            ApiError::invalid(detail::NOT_MAPPED, "invalid party id", err.to_string())
+        })?;
+    let asset = query
+        .get("assetId")
+        .map(str::parse::<AssetId>)
+        .transpose()
+        .map_err(|err| {
+            ApiError::invalid(
+                detail::INVALID_ASSET_ID,
+                "invalid asset ID",
+                err.to_string(),
+            )
+        })?;
+    let timestamp = |name: &str| -> Result<Option<i64>, ApiError> {
+        query
+            .get(name)
+            .map(|text| {
+                text.parse::<i64>().map_err(|_| {
+                    ApiError::invalid(
+                        detail::MALFORMED_REQUEST,
+                        "malformed request",
+                        format!("{name}: {text:?} is not a decimal int64 of Unix nanoseconds"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let start = timestamp("dateRange.startTimestamp")?;
+    let end = timestamp("dateRange.endTimestamp")?;
+    let range = TimeRange::new(start, end).map_err(|err| {
+        ApiError::invalid(detail::NOT_MAPPED, "invalid date range", err.to_string())
+    })?;
+    Ok(ExportFilter {
+        party,
+        asset,
+        range,
+    })
+}

@@ -1,0 +1,115 @@
+//! `GET /api/v2/oracle/data`: a cursor-paginated page of oracle data.
+
+use std::sync::Arc;
+
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Request, Response};
+use ledger_core::OracleSpecId;
+use oracle_core::{Page, PageRequest, PaginationParams};
+
+use crate::App;
+use crate::body::{Body, full};
+use crate::error::{ApiError, detail};
+use crate::query::Query;
+
+pub(crate) async fn oracle_data<B>(
+    app: &App,
+    request: &Request<B>,
+) -> Result<Response<Body>, ApiError> {
+    let query = Query::parse(request.uri().query());
+    let spec = query
+        .get("oracleSpecId")
+        .map(str::parse::<OracleSpecId>)
+        .transpose()
+        .map_err(|err| {
+            ApiError::invalid(
+                detail::NOT_MAPPED,
+                "invalid oracle spec ID",
+                err.to_string(),
+            )
+        })?;
+    let params = PaginationParams {
+        first: raw(&query, "pagination.first"),
+        after: query.get("pagination.after"),
+        last: raw(&query, "pagination.last"),
+        before: query.get("pagination.before"),
+        newest_first: query.get("pagination.newestFirst"),
+    };
+    let page_request = PageRequest::parse(&params).map_err(|err| {
+        ApiError::invalid(
+            detail::INVALID_PAGINATION,
+            "invalid pagination",
+            err.to_string(),
+        )
+    })?;
+
+    let store = Arc::clone(&app.inner.oracle);
+    let page = tokio::task::spawn_blocking(move || store.oracle_page(spec.as_ref(), &page_request))
+        .await
+        .map_err(|join| internal(join.into()))?
+        .map_err(|err| internal(err.into()))?;
+
+    let mut response = Response::new(full(render(&page)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+/// A page size keeps its empty value, so that `pagination.first=` is refused rather than read
+/// as "no size".
+fn raw<'q>(query: &'q Query<'_>, name: &str) -> Option<&'q str> {
+    query.get(name).or_else(|| query.has(name).then_some(""))
+}
+
+fn internal(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
+    ApiError::Internal {
+        detail: detail::ORACLE_DATA_SERVICE,
+        message: "failed retrieve data for oracle data",
+        source,
+    }
+}
+
+/// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest.
+pub(crate) fn render(page: &Page<Vec<u8>>) -> Vec<u8> {
+    let nodes: usize = page.edges.iter().map(|edge| edge.node.len() + 64).sum();
+    let mut out = Vec::with_capacity(nodes + 256);
+    out.extend_from_slice(br#"{"oracleData":{"edges":["#);
+    for (index, edge) in page.edges.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"node":"#);
+        out.extend_from_slice(&edge.node);
+        out.extend_from_slice(br#","cursor":"#);
+        push_cursor(&mut out, &edge.cursor);
+        out.push(b'}');
+    }
+    let info = &page.info;
+    out.extend_from_slice(br#"],"pageInfo":{"hasNextPage":"#);
+    out.extend_from_slice(bool_text(info.has_next_page));
+    out.extend_from_slice(br#","hasPreviousPage":"#);
+    out.extend_from_slice(bool_text(info.has_previous_page));
+    out.extend_from_slice(br#","startCursor":"#);
+    push_cursor(&mut out, &info.start_cursor);
+    out.extend_from_slice(br#","endCursor":"#);
+    push_cursor(&mut out, &info.end_cursor);
+    out.extend_from_slice(b"}}}");
+    out
+}
+
+/// Cursors are URL-safe base64: nothing in them needs JSON escaping.
+fn push_cursor(out: &mut Vec<u8>, cursor: &str) {
+    debug_assert!(
+        cursor
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    );
+    out.push(b'"');
+    out.extend_from_slice(cursor.as_bytes());
+    out.push(b'"');
+}
+
+fn bool_text(value: bool) -> &'static [u8] {
+    if value { b"true" } else { b"false" }
+}

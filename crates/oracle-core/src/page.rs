@@ -1,0 +1,315 @@
+//! Cursor pagination: parsing the `pagination.*` query parameters, planning the storage scans
+//! and assembling the page from their results.
+//!
+//! See [`PageRequest`] for the storage protocol.
+
+use crate::{Error, Position, encode_cursor};
+
+/// Page size used when neither `pagination.first` nor `pagination.last` is given.
+pub const DEFAULT_PAGE_SIZE: u32 = 1000;
+
+/// Largest accepted `pagination.first` or `pagination.last`.
+pub const MAX_PAGE_SIZE: u32 = 5000;
+
+/// The raw `pagination.*` query-string values, already percent-decoded; `None` when absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PaginationParams<'a> {
+    /// `pagination.first`: how many rows to return after `after`.
+    pub first: Option<&'a str>,
+    /// `pagination.after`: cursor that the page follows.
+    pub after: Option<&'a str>,
+    /// `pagination.last`: how many rows to return before `before`.
+    pub last: Option<&'a str>,
+    /// `pagination.before`: cursor that the page precedes.
+    pub before: Option<&'a str>,
+    /// `pagination.newestFirst`: a Go-style boolean, `true` when absent or empty.
+    pub newest_first: Option<&'a str>,
+}
+
+/// Which end of the chosen order a page is measured from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `first`/`after`: the rows following the anchor (or the start of the order).
+    First,
+    /// `last`/`before`: the rows preceding the anchor (or the end of the order).
+    Last,
+}
+
+/// A validated pagination request; the only way to build one is [`PageRequest::parse`] (or
+/// [`Default`], the request without parameters), so storage never sees invalid input.
+///
+/// The storage protocol, in one read transaction:
+/// 1. run [`main_scan`](Self::main_scan);
+/// 2. if [`boundary_scan`](Self::boundary_scan) of the scanned positions is `Some`, run it and
+///    note whether it returned any row (else note `false`);
+/// 3. call [`assemble`](Self::assemble) with the scanned rows and that flag.
+///
+/// The main scan reads one row more than the page holds (the look-ahead), which tells whether
+/// the page has a neighbour on its far side from the anchor cursor. The boundary scan looks
+/// one row past the page's near side. Both are index range scans bounded by their limit, so a
+/// page costs the same wherever it lies; offsets, which cost more the deeper the page, are the
+/// alternative this design rejects, and they would also repeat or skip rows when rows are
+/// added during a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    newest_first: bool,
+    mode: Mode,
+    page_size: u32,
+    /// The position named by `after` (in first mode) or `before` (in last mode).
+    anchor: Option<Position>,
+}
+
+/// One storage read: rows in ascending [`Position`] order (descending if `descending`),
+/// strictly beyond `after` in that direction when it is `Some`, at most `limit` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scan {
+    /// Whether to read in descending [`Position`] order.
+    pub descending: bool,
+    /// Exclusive bound: only rows strictly beyond it in scan direction (less than it when
+    /// `descending`, greater otherwise). `None` starts at the first row in scan direction.
+    pub after: Option<Position>,
+    /// Maximum number of rows to return.
+    pub limit: usize,
+}
+
+/// One page of results, in the order the client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page<T> {
+    /// The rows with their cursors.
+    pub edges: Vec<Edge<T>>,
+    /// Where the page lies.
+    pub info: PageInfo,
+}
+
+/// One row of a page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge<T> {
+    /// Cursor naming this row's position, usable as `after` or `before`.
+    pub cursor: String,
+    /// The row.
+    pub node: T,
+}
+
+/// Vega's `PageInfo`: whether rows lie beyond the page and the cursors of its ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageInfo {
+    /// Whether some row follows the page's last row in the chosen order.
+    pub has_next_page: bool,
+    /// Whether some row precedes the page's first row in the chosen order.
+    pub has_previous_page: bool,
+    /// Cursor of the page's first row; empty for an empty page.
+    pub start_cursor: String,
+    /// Cursor of the page's last row; empty for an empty page.
+    pub end_cursor: String,
+}
+
+impl Default for PageRequest {
+    /// The request without pagination parameters: the newest [`DEFAULT_PAGE_SIZE`] rows.
+    fn default() -> Self {
+        PageRequest {
+            newest_first: true,
+            mode: Mode::First,
+            page_size: DEFAULT_PAGE_SIZE,
+            anchor: None,
+        }
+    }
+}
+
+impl PageRequest {
+    /// Validates the raw `pagination.*` parameters.
+    ///
+    /// An empty `after` or `before` counts as absent, because an empty page hands out empty
+    /// cursors and a client may send them back; an empty `first` or `last` is an error.
+    /// Checks run in this order, the first failure is reported: conflicting parameters
+    /// (`first`+`last`, `after`+`before`, `first`+`before`, `last`+`after`), then the page
+    /// size, then the cursor, then `newestFirst`.
+    pub fn parse(params: &PaginationParams<'_>) -> Result<PageRequest, Error> {
+        let after = params.after.filter(|cursor| !cursor.is_empty());
+        let before = params.before.filter(|cursor| !cursor.is_empty());
+        let conflicts = [
+            (
+                "first",
+                params.first.is_some(),
+                "last",
+                params.last.is_some(),
+            ),
+            ("after", after.is_some(), "before", before.is_some()),
+            ("first", params.first.is_some(), "before", before.is_some()),
+            ("last", params.last.is_some(), "after", after.is_some()),
+        ];
+        for (first, first_given, second, second_given) in conflicts {
+            if first_given && second_given {
+                return Err(Error::ConflictingParameters { first, second });
+            }
+        }
+
+        let (mode, size, cursor) = if params.last.is_some() || before.is_some() {
+            (Mode::Last, ("last", params.last), ("before", before))
+        } else {
+            (Mode::First, ("first", params.first), ("after", after))
+        };
+        let page_size = match size {
+            (parameter, Some(value)) => parse_page_size(parameter, value)?,
+            (_, None) => DEFAULT_PAGE_SIZE,
+        };
+        let anchor = match cursor {
+            (parameter, Some(value)) => Some(
+                crate::decode_cursor(value)
+                    .map_err(|_| Error::InvalidCursorParameter { parameter })?,
+            ),
+            (_, None) => None,
+        };
+        let newest_first = match params.newest_first {
+            None | Some("") => true,
+            Some(value) => parse_go_bool(value).ok_or_else(|| Error::InvalidNewestFirst {
+                value: value.to_owned(),
+            })?,
+        };
+        Ok(PageRequest {
+            newest_first,
+            mode,
+            page_size,
+            anchor,
+        })
+    }
+
+    /// Whether the chosen order is descending [`Position`] (newest first).
+    pub fn newest_first(&self) -> bool {
+        self.newest_first
+    }
+
+    /// The number of rows a full page holds.
+    pub fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    /// The first read: from the anchor cursor (exclusive) or the relevant end of the order,
+    /// one row more than the page holds.
+    ///
+    /// In first mode the scan follows the chosen order; in last mode it runs against it,
+    /// because the page is the rows nearest the anchor on its preceding side.
+    pub fn main_scan(&self) -> Scan {
+        Scan {
+            descending: self.main_scan_descending(),
+            after: self.anchor,
+            limit: self.usize_page_size() + 1,
+        }
+    }
+
+    /// The second read, given the positions the main scan returned (in scan order): one row
+    /// on the anchor's side of the page, telling whether anything lies beyond the page there.
+    ///
+    /// `None` (nothing to read, no such row) when no anchor cursor was given, since the page
+    /// then starts at the edge of the order, or when `scanned` is empty, since an empty page
+    /// reports no neighbours.
+    pub fn boundary_scan(&self, scanned: &[Position]) -> Option<Scan> {
+        let nearest_to_anchor = self.anchor.and(scanned.first())?;
+        Some(Scan {
+            descending: !self.main_scan_descending(),
+            after: Some(*nearest_to_anchor),
+            limit: 1,
+        })
+    }
+
+    /// Builds the page from the rows of [`main_scan`](Self::main_scan) (in scan order) and
+    /// whether [`boundary_scan`](Self::boundary_scan) found a row (`false` if it was `None`).
+    ///
+    /// Drops the look-ahead row, puts the rows in the chosen order, and derives the flags:
+    /// the look-ahead tells about the page's far side from the anchor, `boundary_exists`
+    /// about its near side. An empty page has both flags false and empty cursors.
+    pub fn assemble<T>(&self, mut scanned: Vec<(Position, T)>, boundary_exists: bool) -> Page<T> {
+        debug_assert!(
+            self.is_main_scan_output(&scanned),
+            "rows are not what main_scan asked for"
+        );
+        let page_size = self.usize_page_size();
+        let look_ahead_exists = scanned.len() > page_size;
+        scanned.truncate(page_size);
+        let (has_next_page, has_previous_page) = match self.mode {
+            Mode::First => (look_ahead_exists, boundary_exists),
+            Mode::Last => {
+                scanned.reverse();
+                (boundary_exists, look_ahead_exists)
+            }
+        };
+        let edges: Vec<Edge<T>> = scanned
+            .into_iter()
+            .map(|(position, node)| Edge {
+                cursor: encode_cursor(position),
+                node,
+            })
+            .collect();
+        let info = match (edges.first(), edges.last()) {
+            (Some(first), Some(last)) => PageInfo {
+                has_next_page,
+                has_previous_page,
+                start_cursor: first.cursor.clone(),
+                end_cursor: last.cursor.clone(),
+            },
+            _ => PageInfo {
+                has_next_page: false,
+                has_previous_page: false,
+                start_cursor: String::new(),
+                end_cursor: String::new(),
+            },
+        };
+        Page { edges, info }
+    }
+
+    fn main_scan_descending(&self) -> bool {
+        match self.mode {
+            Mode::First => self.newest_first,
+            Mode::Last => !self.newest_first,
+        }
+    }
+
+    fn usize_page_size(&self) -> usize {
+        // MAX_PAGE_SIZE fits every usize Rust supports.
+        self.page_size as usize
+    }
+
+    /// Whether `scanned` is strictly monotonic in scan direction and beyond the anchor: a
+    /// storage bug check for debug builds.
+    fn is_main_scan_output<T>(&self, scanned: &[(Position, T)]) -> bool {
+        let descending = self.main_scan_descending();
+        let beyond = |a: Position, b: Position| if descending { b < a } else { b > a };
+        let after_anchor = match (self.anchor, scanned.first()) {
+            (Some(anchor), Some((first, _))) => beyond(anchor, *first),
+            _ => true,
+        };
+        after_anchor && scanned.windows(2).all(|pair| beyond(pair[0].0, pair[1].0))
+    }
+}
+
+/// Parses a page size: ASCII digits only (no sign, no spaces), value in `1..=MAX_PAGE_SIZE`.
+///
+/// Leading zeros are accepted, as Go's `strconv.ParseInt` (which Vega's gateway uses for
+/// `int32` query parameters) accepts them.
+fn parse_page_size(parameter: &'static str, value: &str) -> Result<u32, Error> {
+    let invalid = || Error::InvalidPageSize {
+        parameter,
+        value: value.to_owned(),
+    };
+    // `u32::from_str` alone would accept a leading '+'.
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    match value.parse::<u32>() {
+        Ok(size) if (1..=MAX_PAGE_SIZE).contains(&size) => Ok(size),
+        _ => Err(invalid()),
+    }
+}
+
+/// Go's `strconv.ParseBool`: exactly these spellings, nothing else.
+///
+/// See: <https://pkg.go.dev/strconv#ParseBool>
+fn parse_go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! The backend-neutral traits and the records that cross them.
+
+use std::ops::ControlFlow;
+
+use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId};
+use oracle_core::{Page, PageRequest, Position};
+
+use crate::Error;
+
+/// Receives an export as it is read, one finished CSV line at a time.
+///
+/// Returning [`ControlFlow::Break`] from either method stops the read at once (the client went
+/// away) and releases the snapshot and the connection.
+pub trait ExportSink {
+    /// Called once the snapshot is open and the query is ready, before the first row: from here
+    /// on a failure can no longer be reported as a status.
+    fn started(&mut self) -> ControlFlow<()>;
+    /// Called for every row, in the order of the export; `csv_line` ends with `\n`.
+    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()>;
+}
+
+/// How an export ended, when it did not fail.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExportSummary {
+    /// Rows handed to the sink.
+    pub rows: u64,
+    /// True when the sink asked to stop before the end.
+    pub stopped: bool,
+}
+
+/// Reads a party's ledger entries for the CSV export.
+pub trait LedgerStore: Send + Sync {
+    /// Streams every row matching `filter` into `sink`, ascending in the ingest order, from one
+    /// consistent snapshot.
+    fn export_ledger(
+        &self,
+        filter: &ExportFilter,
+        sink: &mut dyn ExportSink,
+    ) -> Result<ExportSummary, Error>;
+}
+
+/// Reads pages of oracle data.
+pub trait OracleStore: Send + Sync {
+    /// One page of oracle data (each node is its finished Vega JSON), optionally only the data
+    /// matched to `spec`, read from one consistent snapshot.
+    fn oracle_page(
+        &self,
+        spec: Option<&OracleSpecId>,
+        request: &PageRequest,
+    ) -> Result<Page<Vec<u8>>, Error>;
+}
+
+/// Answers whether the store is usable.
+pub trait Health: Send + Sync {
+    /// Runs a trivial read; an error means the store cannot serve.
+    fn check(&self) -> Result<(), Error>;
+}
+
+/// One ledger entry as seen by one party that owns one of its accounts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerRow {
+    /// The party whose export holds the row.
+    pub party: PartyId,
+    /// The entry's asset.
+    pub asset: AssetId,
+    /// The entry's place in the total order.
+    pub key: EntryKey,
+    /// The finished CSV line (with its `\n`), effect already signed for `party`.
+    pub csv_line: Vec<u8>,
+}
+
+/// One oracle datum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OracleRow {
+    /// The datum's place in the total order.
+    pub position: Position,
+    /// The specs it matched, in the order ingested.
+    pub matched_specs: Vec<OracleSpecId>,
+    /// The finished Vega JSON node (`{"externalData":…}`).
+    pub json: Vec<u8>,
+}
+
+/// What the store remembers of a block, so that an ingest can resume inside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockState {
+    /// The block's vega time, when one was seen.
+    pub vega_time: Option<i64>,
+    /// The highest event sequence number of the block already stored.
+    pub last_seq: u64,
+}
+
+/// A block whose events are part of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// Block height.
+    pub height: u64,
+    /// What is stored of the block once the batch commits.
+    pub state: BlockState,
+}
+
+/// Whole blocks of ingested rows, written atomically.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngestBatch {
+    /// The blocks the rows belong to.
+    pub blocks: Vec<BlockRecord>,
+    /// Ledger rows, one per (entry, owning party).
+    pub ledger_rows: Vec<LedgerRow>,
+    /// Oracle data.
+    pub oracle_rows: Vec<OracleRow>,
+}
+
+impl IngestBatch {
+    /// True when the batch holds nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.ledger_rows.is_empty() && self.oracle_rows.is_empty()
+    }
+
+    /// Empties the batch, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.ledger_rows.clear();
+        self.oracle_rows.clear();
+    }
+}
+
+/// The single writer of a store.
+pub trait IngestWriter {
+    /// What is already stored of block `height`, if anything.
+    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error>;
+    /// Writes the batch in one transaction: all of it or none of it. Rows already stored are
+    /// left as they are.
+    fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
+}
