@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// mimalloc: the ingest allocates on its parser thread and frees on its writer thread, where
+// glibc's allocator spent a fifth of the time on arena locks (see docs/PERFORMANCE.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The database used when `--db` is not given.
 const DEFAULT_DB: &str = "datanode.sqlite";
 

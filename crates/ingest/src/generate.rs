@@ -17,10 +17,13 @@
 //! Output is streamed through a fixed-size buffer, so memory depends on the number of parties,
 //! assets and markets, never on the number of blocks.
 
+mod accounts;
+mod events;
 mod ids;
 mod json;
 mod ledger;
 mod oracle;
+mod scenario;
 #[cfg(test)]
 mod tests;
 
@@ -29,9 +32,9 @@ use std::io::{self, Write};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use ids::{IdKind, IdTable, LOWER, UPPER, hex_id, random_hex};
-use json::{one_percent, push_i64, push_int, push_quoted, push_u64};
-use ledger::{Account, Entry, Ledger};
+use events::Block;
+use ids::{IdKind, IdTable, UPPER, hex_id, random_hex};
+use ledger::Ledger;
 use oracle::OracleFeed;
 
 /// Sizes and seed; the same config always yields the same bytes.
@@ -116,28 +119,14 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 8 * 1024);
     let mut summary = GenerateSummary::default();
     let mut time = config.start_time_nanos;
+    let mut block = Block::new();
 
     for height in config.start_height..config.start_height + config.blocks {
         time += rng.random_range(MIN_BLOCK_GAP_NANOS..=MAX_BLOCK_GAP_NANOS);
-        let mut block = Block {
-            height,
-            time,
-            hash: random_hex(&mut rng, UPPER),
-            seq: 0,
-        };
+        block.start(height, time, random_hex(&mut rng, UPPER));
 
-        block.begin_event(&mut buf, "BEGIN_BLOCK");
-        buf.extend_from_slice(br#""beginBlock":{"height":"#);
-        push_int(&mut buf, u128::from(height), one_percent(rng.random()));
-        buf.extend_from_slice(br#","timestamp":"#);
-        push_i64(&mut buf, time, false);
-        buf.extend_from_slice(br#","hash":"#);
-        push_quoted(&mut buf, &block.hash);
-        buf.extend_from_slice(b"}}\n");
-        block.begin_event(&mut buf, "TIME_UPDATE");
-        buf.extend_from_slice(br#""timeUpdate":{"timestamp":"#);
-        push_i64(&mut buf, time, false);
-        buf.extend_from_slice(b"}}\n");
+        block.write_begin_block(&mut buf, &mut rng);
+        block.write_time_update(&mut buf);
 
         let mut entries_left = u64::from(config.entries_per_block);
         let mut oracle_left = u64::from(config.oracle_data_per_block);
@@ -150,21 +139,15 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
                 let n_entries = rng.random_range(1..=4).min(entries_left);
                 entries_left -= n_entries;
                 summary.ledger_entries += n_entries;
-                block.begin_event(&mut buf, "LEDGER_MOVEMENTS");
-                push_tx_hash(&mut buf, &mut rng);
-                write_ledger_movements(&mut buf, &mut rng, &ids, &mut ledger, &block, n_entries);
+                block.write_ledger_movements(&mut buf, &mut rng, &ids, &mut ledger, n_entries);
             } else if ticket < ledger_weight + oracle_left {
                 oracle_left -= 1;
                 summary.oracle_data += 1;
-                block.begin_event(&mut buf, "ORACLE_DATA");
-                push_tx_hash(&mut buf, &mut rng);
-                feed.write_body(&mut buf, &mut rng, &ids, time);
+                block.write_oracle_data(&mut buf, &mut rng, &ids, &mut feed);
             } else {
                 accounts_left -= 1;
-                block.begin_event(&mut buf, "ACCOUNT");
-                write_account(&mut buf, &mut rng, config.seed, &ids, &mut ledger);
+                block.write_account(&mut buf, &mut rng, &ids, &ledger);
             }
-            buf.extend_from_slice(b"}\n");
             // Flushing per event, not per block, bounds memory even for huge blocks.
             if buf.len() >= FLUSH_AT {
                 out.write_all(&buf)?;
@@ -172,11 +155,8 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
             }
         }
 
-        block.begin_event(&mut buf, "END_BLOCK");
-        buf.extend_from_slice(br#""endBlock":{"height":"#);
-        push_int(&mut buf, u128::from(height), one_percent(rng.random()));
-        buf.extend_from_slice(b"}}\n");
-        summary.events += u64::from(block.seq);
+        block.write_end_block(&mut buf, &mut rng);
+        summary.events += u64::from(block.n_events());
         summary.blocks += 1;
     }
     out.write_all(&buf)?;
@@ -216,7 +196,6 @@ const MIN_BLOCK_GAP_NANOS: i64 = 500_000_000;
 const MAX_BLOCK_GAP_NANOS: i64 = 1_500_000_000;
 /// Bytes buffered before they are handed to the writer.
 const FLUSH_AT: usize = 64 * 1024;
-const CHAIN_ID: &str = "vega-mainnet-0011";
 
 fn validate(config: &GenerateConfig) -> io::Result<()> {
     let invalid = |message: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, message));
@@ -238,154 +217,4 @@ fn validate(config: &GenerateConfig) -> io::Result<()> {
         return invalid("block timestamps would overflow");
     }
     Ok(())
-}
-
-/// The block being written and the sequence number of its last event.
-struct Block {
-    height: u64,
-    time: i64,
-    hash: [u8; 64],
-    seq: u32,
-}
-
-impl Block {
-    /// Appends the envelope of the next event, up to and including the comma before its body.
-    fn begin_event(&mut self, buf: &mut Vec<u8>, event_type: &str) {
-        self.seq += 1;
-        buf.extend_from_slice(br#"{"id":""#);
-        push_u64(buf, self.height);
-        buf.push(b'-');
-        push_u64(buf, u64::from(self.seq));
-        buf.extend_from_slice(br#"","block":"#);
-        push_quoted(buf, &self.hash);
-        buf.extend_from_slice(br#","type":"BUS_EVENT_TYPE_"#);
-        buf.extend_from_slice(event_type.as_bytes());
-        buf.extend_from_slice(br#"","version":1,"chainId":""#);
-        buf.extend_from_slice(CHAIN_ID.as_bytes());
-        buf.extend_from_slice(b"\",");
-    }
-}
-
-fn push_tx_hash(buf: &mut Vec<u8>, rng: &mut impl Rng) {
-    buf.extend_from_slice(br#""txHash":""#);
-    buf.extend_from_slice(&random_hex(rng, UPPER));
-    buf.extend_from_slice(b"\",");
-}
-
-/// Appends the body of a LEDGER_MOVEMENTS event holding `n_entries` fresh entries.
-fn write_ledger_movements(
-    buf: &mut Vec<u8>,
-    rng: &mut impl Rng,
-    ids: &IdTable,
-    ledger: &mut Ledger,
-    block: &Block,
-    n_entries: u64,
-) {
-    // Most events hold one movement, as in the sample; some split their entries over two so
-    // that ingest cannot assume a single `ledgerMovements[]` item.
-    let split_after = if n_entries > 1 && rng.random_ratio(3, 20) {
-        rng.random_range(1..n_entries)
-    } else {
-        n_entries
-    };
-    buf.extend_from_slice(br#""ledgerMovements":{"ledgerMovements":[{"entries":["#);
-    for entry_idx in 0..n_entries {
-        if entry_idx == split_after {
-            buf.extend_from_slice(br#"],"balances":[]},{"entries":["#);
-        } else if entry_idx > 0 {
-            buf.push(b',');
-        }
-        let entry = ledger.next_entry(rng);
-        write_entry(buf, rng, ids, ledger, block, &entry);
-    }
-    buf.extend_from_slice(br#"],"balances":[]}]}"#);
-}
-
-/// Appends one `LedgerEntry`.
-fn write_entry(
-    buf: &mut Vec<u8>,
-    rng: &mut impl Rng,
-    ids: &IdTable,
-    ledger: &Ledger,
-    block: &Block,
-    entry: &Entry,
-) {
-    // One draw supplies the number-or-string and owner-case choices of every field.
-    let style: u64 = rng.random();
-    buf.extend_from_slice(br#"{"fromAccount":"#);
-    write_account_details(buf, style >> 40, ids, ledger, entry.from);
-    buf.extend_from_slice(br#","toAccount":"#);
-    write_account_details(buf, style >> 50, ids, ledger, entry.to);
-    buf.extend_from_slice(br#","amount":"#);
-    push_int(buf, entry.amount, one_percent(style));
-    buf.extend_from_slice(br#","type":""#);
-    buf.extend_from_slice(entry.transfer_type.name().as_bytes());
-    buf.extend_from_slice(br#"","timestamp":"#);
-    push_i64(buf, block.time, one_percent(style >> 10));
-    buf.extend_from_slice(br#","fromAccountBalance":"#);
-    push_int(buf, entry.from_balance, one_percent(style >> 20));
-    buf.extend_from_slice(br#","toAccountBalance":"#);
-    push_int(buf, entry.to_balance, one_percent(style >> 30));
-    if entry.has_transfer_id {
-        buf.extend_from_slice(br#","transferId":"#);
-        push_quoted(buf, &random_hex(rng, LOWER));
-    }
-    buf.push(b'}');
-}
-
-/// Appends `AccountDetails`; about 1% of owners are written in uppercase (`style` bits) to
-/// make ingest normalise the case of ids.
-fn write_account_details(
-    buf: &mut Vec<u8>,
-    style: u64,
-    ids: &IdTable,
-    ledger: &Ledger,
-    account: Account,
-) {
-    buf.extend_from_slice(br#"{"assetId":"#);
-    push_quoted(buf, &ids.assets[ledger.asset_of(account) as usize]);
-    buf.extend_from_slice(br#","type":""#);
-    buf.extend_from_slice(account.type_name().as_bytes());
-    buf.push(b'"');
-    if let Some(party) = account.owner() {
-        buf.extend_from_slice(br#","owner":"#);
-        let id = &ids.parties[party as usize];
-        if one_percent(style) {
-            push_quoted(buf, &id.map(|digit| digit.to_ascii_uppercase()));
-        } else {
-            push_quoted(buf, id);
-        }
-    }
-    if let Some(market) = account.market() {
-        buf.extend_from_slice(br#","marketId":"#);
-        push_quoted(buf, &ids.markets[market as usize]);
-    }
-    buf.push(b'}');
-}
-
-/// Appends the body of an ACCOUNT event for a random general account, with its current balance.
-fn write_account(
-    buf: &mut Vec<u8>,
-    rng: &mut impl Rng,
-    seed: u64,
-    ids: &IdTable,
-    ledger: &mut Ledger,
-) {
-    let party = rng.random_range(0..ids.parties.len() as u32);
-    let asset = rng.random_range(0..ids.assets.len() as u32);
-    let account_index = u64::from(party) * ids.assets.len() as u64 + u64::from(asset);
-    buf.extend_from_slice(br#""account":{"id":"#);
-    push_quoted(buf, &hex_id(seed, IdKind::Account, account_index));
-    buf.extend_from_slice(br#","owner":"#);
-    push_quoted(buf, &ids.parties[party as usize]);
-    buf.extend_from_slice(br#","balance":"#);
-    push_int(
-        buf,
-        ledger.balance(Account::General { party, asset }),
-        false,
-    );
-    buf.extend_from_slice(br#","asset":"#);
-    push_quoted(buf, &ids.assets[asset as usize]);
-    // "!" is how Vega marks "no market" in account events.
-    buf.extend_from_slice(br#","marketId":"!","type":"ACCOUNT_TYPE_GENERAL"}"#);
 }

@@ -88,6 +88,7 @@ pub(super) fn random_hex(rng: &mut impl Rng, digits: &HexDigits) -> [u8; 64] {
 
 /// Every id the generator writes, computed once so the hot loop only copies bytes.
 pub(super) struct IdTable {
+    seed: u64,
     /// Party ids by index, lowercase.
     pub(super) parties: Vec<[u8; 64]>,
     /// Asset ids by index.
@@ -124,6 +125,7 @@ impl IdTable {
             })
             .collect();
         IdTable {
+            seed,
             parties: table(IdKind::Party, parties),
             assets: table(IdKind::Asset, assets),
             markets: table(IdKind::Market, markets),
@@ -131,5 +133,10 @@ impl IdTable {
             signer_keys,
             eth_addresses,
         }
+    }
+
+    /// The id of an account in ACCOUNT events; rare, so derived on demand.
+    pub(super) fn account_id(&self, account_index: u64) -> [u8; 64] {
+        hex_id(self.seed, IdKind::Account, account_index)
     }
 }

@@ -7,208 +7,19 @@
 use rand::Rng;
 
 use super::GenerateConfig;
+use super::accounts::{Account, Entry, TransferType};
+use super::scenario::{Scenario, Wish, deposit_amount};
 
-/// An account, by the indices of its owner, asset and market.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Account {
-    /// The outside world for an asset: unlimited, its balance is always written as 0.
-    External {
-        asset: u32,
-    },
-    General {
-        party: u32,
-        asset: u32,
-    },
-    Margin {
-        party: u32,
-        market: u32,
-    },
-    FeesMaker {
-        market: u32,
-    },
-    Settlement {
-        market: u32,
-    },
-    Insurance {
-        market: u32,
-    },
-    FeesInfrastructure {
-        asset: u32,
-    },
-    GlobalReward {
-        asset: u32,
-    },
-}
-
-impl Account {
-    /// The Vega `AccountType` name.
-    pub(super) fn type_name(self) -> &'static str {
-        match self {
-            Account::External { .. } => "ACCOUNT_TYPE_EXTERNAL",
-            Account::General { .. } => "ACCOUNT_TYPE_GENERAL",
-            Account::Margin { .. } => "ACCOUNT_TYPE_MARGIN",
-            Account::FeesMaker { .. } => "ACCOUNT_TYPE_FEES_MAKER",
-            Account::Settlement { .. } => "ACCOUNT_TYPE_SETTLEMENT",
-            Account::Insurance { .. } => "ACCOUNT_TYPE_INSURANCE",
-            Account::FeesInfrastructure { .. } => "ACCOUNT_TYPE_FEES_INFRASTRUCTURE",
-            Account::GlobalReward { .. } => "ACCOUNT_TYPE_GLOBAL_REWARD",
-        }
-    }
-
-    /// The owning party; network and market accounts have none.
-    pub(super) fn owner(self) -> Option<u32> {
-        match self {
-            Account::General { party, .. } | Account::Margin { party, .. } => Some(party),
-            _ => None,
-        }
-    }
-
-    /// The market of a market-scoped account.
-    pub(super) fn market(self) -> Option<u32> {
-        match self {
-            Account::Margin { market, .. }
-            | Account::FeesMaker { market }
-            | Account::Settlement { market }
-            | Account::Insurance { market } => Some(market),
-            _ => None,
-        }
-    }
-}
-
-/// A Vega `TransferType`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TransferType {
-    Deposit,
-    Withdraw,
-    MarginLow,
-    MarginHigh,
-    MakerFeePay,
-    MakerFeeReceive,
-    InfrastructureFeePay,
-    TransferFundsSend,
-    TransferFundsDistribute,
-    RewardPayout,
-    MtmLoss,
-    MtmWin,
-}
-
-impl TransferType {
-    /// The enum name as protobuf JSON writes it.
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            TransferType::Deposit => "TRANSFER_TYPE_DEPOSIT",
-            TransferType::Withdraw => "TRANSFER_TYPE_WITHDRAW",
-            TransferType::MarginLow => "TRANSFER_TYPE_MARGIN_LOW",
-            TransferType::MarginHigh => "TRANSFER_TYPE_MARGIN_HIGH",
-            TransferType::MakerFeePay => "TRANSFER_TYPE_MAKER_FEE_PAY",
-            TransferType::MakerFeeReceive => "TRANSFER_TYPE_MAKER_FEE_RECEIVE",
-            TransferType::InfrastructureFeePay => "TRANSFER_TYPE_INFRASTRUCTURE_FEE_PAY",
-            TransferType::TransferFundsSend => "TRANSFER_TYPE_TRANSFER_FUNDS_SEND",
-            TransferType::TransferFundsDistribute => "TRANSFER_TYPE_TRANSFER_FUNDS_DISTRIBUTE",
-            TransferType::RewardPayout => "TRANSFER_TYPE_REWARD_PAYOUT",
-            TransferType::MtmLoss => "TRANSFER_TYPE_MTM_LOSS",
-            TransferType::MtmWin => "TRANSFER_TYPE_MTM_WIN",
-        }
-    }
-}
-
-/// One applied ledger entry, ready to be written.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Entry {
-    pub(super) from: Account,
-    pub(super) to: Account,
-    pub(super) amount: u128,
-    pub(super) transfer_type: TransferType,
-    pub(super) from_balance: u128,
-    pub(super) to_balance: u128,
-    pub(super) has_transfer_id: bool,
-}
-
-/// What the next entry does; several scenarios share a transfer type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scenario {
-    Deposit,
-    Withdraw,
-    MarginLow,
-    MarginHigh,
-    MakerFeePay,
-    MakerFeeReceive,
-    InfrastructureFeePay,
-    TransferSend,
-    TransferDistribute,
-    RewardPayout,
-    /// EXTERNAL → GLOBAL_REWARD: an entry with no owner on either side.
-    FundReward,
-    MtmLoss,
-    MtmWin,
-    /// A pool account feeding GLOBAL_REWARD: the rare network → network entry.
-    NetworkTransfer,
-}
-
-/// Relative weights (per mille) of the scenarios; deposits dominate so that accounts stay
-/// funded and the fallbacks below fire only occasionally.
-const SCENARIO_WEIGHTS: [(Scenario, u32); 14] = [
-    (Scenario::Deposit, 170),
-    (Scenario::Withdraw, 50),
-    (Scenario::MarginLow, 120),
-    (Scenario::MarginHigh, 70),
-    (Scenario::MakerFeePay, 120),
-    (Scenario::MakerFeeReceive, 90),
-    (Scenario::InfrastructureFeePay, 60),
-    (Scenario::TransferSend, 50),
-    (Scenario::TransferDistribute, 80),
-    (Scenario::RewardPayout, 60),
-    (Scenario::FundReward, 10),
-    (Scenario::MtmLoss, 60),
-    (Scenario::MtmWin, 55),
-    (Scenario::NetworkTransfer, 5),
-];
-
-impl Scenario {
-    fn pick(rng: &mut impl Rng) -> Scenario {
-        let total: u32 = SCENARIO_WEIGHTS.iter().map(|(_, weight)| weight).sum();
-        let mut ticket = rng.random_range(0..total);
-        for (scenario, weight) in SCENARIO_WEIGHTS {
-            if ticket < weight {
-                return scenario;
-            }
-            ticket -= weight;
-        }
-        Scenario::Deposit
-    }
-
-    /// What to do instead when the paying account is empty; every chain ends at a deposit,
-    /// which always succeeds.
-    fn fallback(self) -> Scenario {
-        match self {
-            Scenario::MarginHigh | Scenario::MtmLoss => Scenario::MarginLow,
-            Scenario::MakerFeeReceive => Scenario::MakerFeePay,
-            Scenario::RewardPayout => Scenario::FundReward,
-            Scenario::MtmWin => Scenario::MtmLoss,
-            Scenario::NetworkTransfer => Scenario::InfrastructureFeePay,
-            _ => Scenario::Deposit,
-        }
-    }
-
-    fn involves_no_party(self) -> bool {
-        matches!(self, Scenario::FundReward | Scenario::NetworkTransfer)
-    }
-}
-
-/// Balances of every account the generator can touch, in flat vectors indexed by
+/// Balances of every account the generator can touch, in one flat vector indexed by
 /// party/asset/market: the hot loop does no hashing and memory depends only on the sizes.
 pub(super) struct Ledger {
     n_parties: u32,
     n_assets: u32,
     n_markets: u32,
     whale_share: f64,
-    general: Vec<u128>,
-    margin: Vec<u128>,
-    fees_maker: Vec<u128>,
-    settlement: Vec<u128>,
-    insurance: Vec<u128>,
-    fees_infrastructure: Vec<u128>,
-    global_reward: Vec<u128>,
+    /// GENERAL by (party, asset), then MARGIN by (party, market), then FEES_MAKER,
+    /// SETTLEMENT and INSURANCE by market, then FEES_INFRASTRUCTURE and GLOBAL_REWARD by asset.
+    balances: Vec<u128>,
 }
 
 impl Ledger {
@@ -221,13 +32,7 @@ impl Ledger {
             n_assets: config.assets,
             n_markets: config.markets,
             whale_share: config.whale_share,
-            general: vec![0; parties * assets],
-            margin: vec![0; parties * markets],
-            fees_maker: vec![0; markets],
-            settlement: vec![0; markets],
-            insurance: vec![0; markets],
-            fees_infrastructure: vec![0; assets],
-            global_reward: vec![0; assets],
+            balances: vec![0; parties * (assets + markets) + 3 * markets + 2 * assets],
         }
     }
 
@@ -250,30 +55,32 @@ impl Ledger {
         }
     }
 
-    /// The balance cell of an account; `None` for EXTERNAL, which has no tracked balance.
-    fn slot(&mut self, account: Account) -> Option<&mut u128> {
+    /// Where an account's balance lives; `None` for EXTERNAL, which has no tracked balance.
+    fn index(&self, account: Account) -> Option<usize> {
+        let parties = self.n_parties as usize;
         let assets = self.n_assets as usize;
         let markets = self.n_markets as usize;
-        let cell = match account {
+        let margin_start = parties * assets;
+        let market_start = margin_start + parties * markets;
+        let asset_start = market_start + 3 * markets;
+        let index = match account {
             Account::External { .. } => return None,
-            Account::General { party, asset } => {
-                &mut self.general[party as usize * assets + asset as usize]
-            }
+            Account::General { party, asset } => party as usize * assets + asset as usize,
             Account::Margin { party, market } => {
-                &mut self.margin[party as usize * markets + market as usize]
+                margin_start + party as usize * markets + market as usize
             }
-            Account::FeesMaker { market } => &mut self.fees_maker[market as usize],
-            Account::Settlement { market } => &mut self.settlement[market as usize],
-            Account::Insurance { market } => &mut self.insurance[market as usize],
-            Account::FeesInfrastructure { asset } => &mut self.fees_infrastructure[asset as usize],
-            Account::GlobalReward { asset } => &mut self.global_reward[asset as usize],
+            Account::FeesMaker { market } => market_start + market as usize,
+            Account::Settlement { market } => market_start + markets + market as usize,
+            Account::Insurance { market } => market_start + 2 * markets + market as usize,
+            Account::FeesInfrastructure { asset } => asset_start + asset as usize,
+            Account::GlobalReward { asset } => asset_start + assets + asset as usize,
         };
-        Some(cell)
+        Some(index)
     }
 
     /// The current balance (0 for EXTERNAL, as Vega shows it).
-    pub(super) fn balance(&mut self, account: Account) -> u128 {
-        self.slot(account).map_or(0, |cell| *cell)
+    pub(super) fn balance(&self, account: Account) -> u128 {
+        self.index(account).map_or(0, |index| self.balances[index])
     }
 
     /// Draws the next entry, applies it and returns it with the balances after the move.
@@ -358,7 +165,14 @@ impl Ledger {
             }
             S::Withdraw => {
                 let to = Account::External { asset };
-                (general, to, T::Withdraw, Wish::Fraction(1, 4))
+                // Now and then a party empties most of its account, huge or not, so that
+                // amounts past 64 bits also leave the ledger.
+                let wish = if rng.random_ratio(1, 10) {
+                    Wish::Sweep
+                } else {
+                    Wish::Fraction(1, 4)
+                };
+                (general, to, T::Withdraw, wish)
             }
             S::MarginLow => (market_general, margin, T::MarginLow, Wish::Fraction(2, 6)),
             S::MarginHigh => (margin, market_general, T::MarginHigh, Wish::Fraction(0, 2)),
@@ -451,7 +265,7 @@ impl Ledger {
                 (from, to, T::TransferFundsDistribute, Wish::Fraction(0, 2))
             }
         };
-        let amount = match self.slot(from).map(|cell| *cell) {
+        let amount = match self.index(from).map(|index| self.balances[index]) {
             None => wish.draw_unbounded(rng),
             Some(0) => return None,
             Some(available) => wish.draw_bounded(available, rng),
@@ -478,13 +292,14 @@ impl Ledger {
             always_transfer_id,
         } = planned;
         debug_assert_ne!(from, to, "a transfer needs two accounts");
-        if let Some(cell) = self.slot(from) {
-            *cell -= amount;
+        if let Some(index) = self.index(from) {
+            // `plan` never asks for more than the balance, so this cannot underflow.
+            self.balances[index] -= amount;
         }
-        if let Some(cell) = self.slot(to) {
+        if let Some(index) = self.index(to) {
             // Saturation is unreachable in practice (u128 holds 10^38 while huge deposits are
-            // about 10^23), and keeps a pathological run from panicking.
-            *cell = cell.saturating_add(amount);
+            // below 10^24) and keeps a pathological run from panicking.
+            self.balances[index] = self.balances[index].saturating_add(amount);
         }
         Entry {
             from,
@@ -495,46 +310,5 @@ impl Ledger {
             to_balance: self.balance(to),
             has_transfer_id: always_transfer_id || rng.random_ratio(1, 5),
         }
-    }
-}
-
-/// How much a scenario would like to move before the payer's balance caps it.
-#[derive(Clone, Copy, Debug)]
-enum Wish {
-    /// A uniform amount in `[low, high)`.
-    Range(u128, u128),
-    /// Up to `balance >> shift`, with `shift` drawn from the inclusive range.
-    Fraction(u32, u32),
-}
-
-impl Wish {
-    fn draw_unbounded(self, rng: &mut impl Rng) -> u128 {
-        match self {
-            Wish::Range(low, high) => rng.random_range(low..high),
-            // Only EXTERNAL pays unbounded, and only for deposits, which use ranges.
-            Wish::Fraction(..) => 1,
-        }
-    }
-
-    /// Never more than `available`, never 0 (callers pass `available > 0`).
-    fn draw_bounded(self, available: u128, rng: &mut impl Rng) -> u128 {
-        let cap = match self {
-            Wish::Range(low, high) => rng.random_range(low..high).min(available),
-            Wish::Fraction(min_shift, max_shift) => {
-                let cap = available >> rng.random_range(min_shift..=max_shift);
-                rng.random_range(1..=cap.max(1))
-            }
-        };
-        cap.clamp(1, available)
-    }
-}
-
-/// Deposits are mostly 10^9..10^12, but 1% exceed 64 bits so that ingest must carry amounts
-/// as 256-bit integers.
-fn deposit_amount(rng: &mut impl Rng) -> Wish {
-    if rng.random_ratio(1, 100) {
-        Wish::Range(10_u128.pow(21), 10_u128.pow(24))
-    } else {
-        Wish::Range(1_000_000_000, 1_000_000_000_000)
     }
 }
