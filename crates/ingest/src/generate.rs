@@ -1,6 +1,6 @@
 //! A deterministic synthetic Vega event-bus stream.
 //!
-//! [`generate`] writes newline-delimited protobuf-JSON `BusEvent`s in the shape of a data-node
+//! [`generate()`] writes newline-delimited protobuf-JSON `BusEvent`s in the shape of a data-node
 //! event dump: per block a BEGIN_BLOCK and a TIME_UPDATE, then LEDGER_MOVEMENTS, ORACLE_DATA and
 //! the odd ACCOUNT event (which ingest must skip) in random order, then END_BLOCK. The server's
 //! demo database, the tests and the benchmarks are all built from it.

@@ -70,20 +70,24 @@ pub fn ingest(
 }
 
 fn read_lines(mut input: impl BufRead, sender: &mpsc::SyncSender<Parsed>) {
-    let mut line = String::new();
+    // Bytes, not `read_line`: a line that is not UTF-8 is a malformed line with a number, not
+    // a failure to read the input.
+    let mut line = Vec::new();
     let mut line_no = 0u64;
     loop {
         line.clear();
         line_no += 1;
-        let parsed = match input.read_line(&mut line) {
+        let parsed = match input.read_until(b'\n', &mut line) {
             Ok(0) => return,
-            Ok(_) if line.trim().is_empty() => continue,
-            Ok(_) => event::parse(line.trim_end())
-                .map(|event| (line_no, event))
-                .map_err(|reason| IngestError::Line {
-                    line: line_no,
-                    reason,
-                }),
+            Ok(_) => match std::str::from_utf8(&line) {
+                Ok(text) if text.trim().is_empty() => continue,
+                Ok(text) => event::parse(text.trim_end()).map(|event| (line_no, event)),
+                Err(_) => Err("line is not valid UTF-8".to_owned()),
+            }
+            .map_err(|reason| IngestError::Line {
+                line: line_no,
+                reason,
+            }),
             Err(err) => Err(IngestError::Read(err)),
         };
         let stop = parsed.is_err();

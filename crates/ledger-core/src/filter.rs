@@ -195,7 +195,7 @@ mod tests {
             asset: None,
             range: TimeRange::new(Some(-1), None).unwrap(),
         };
-        let expected = format!("ledger_entries_{PARTY}__1969-12-31T23_59_59Z.csv");
+        let expected = format!("ledger_entries_{PARTY}_1969-12-31T23_59_59Z.csv");
         assert_eq!(filter.file_name(), expected);
     }
 }

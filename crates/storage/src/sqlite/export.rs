@@ -18,7 +18,7 @@ pub(crate) const SCAN_SQL: &str = "SELECT vega_time, block, seq, idx, csv FROM l
 
 /// The next asset of a party after a given one: a skip scan over the clustered key, so listing a
 /// party's assets costs one seek per asset instead of a pass over its rows.
-const NEXT_ASSET_SQL: &str =
+pub(crate) const NEXT_ASSET_SQL: &str =
     "SELECT asset FROM ledger_rows WHERE party = ?1 AND asset > ?2 ORDER BY asset LIMIT 1";
 
 type SortKey = (i64, i64, i64, i64);

@@ -13,7 +13,11 @@ mod export;
 mod ingest;
 mod oracle;
 mod pool;
+#[cfg(test)]
+mod query_plans;
 mod schema;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,241 @@
+//! How blocks reach the store: whole, in batches, promptly on a live stream, and not at all
+//! when the store refuses them.
+
+use std::collections::BTreeMap;
+use std::io::{BufReader, Write};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use storage::{BlockState, IngestBatch, IngestWriter};
+
+use super::lines::{A, blocks, text};
+use super::{TempStore, export, idle_only, ingest_with, join, sample_lines};
+use crate::{IngestError, IngestOptions, IngestStats, ingest};
+
+/// Passes everything on and keeps a copy of every batch; refuses the `fail_at`-th commit.
+struct Recording<'w> {
+    inner: &'w mut dyn IngestWriter,
+    batches: Vec<IngestBatch>,
+    fail_at: Option<usize>,
+}
+
+impl<'w> Recording<'w> {
+    fn new(inner: &'w mut dyn IngestWriter) -> Self {
+        Self {
+            inner,
+            batches: Vec::new(),
+            fail_at: None,
+        }
+    }
+}
+
+impl IngestWriter for Recording<'_> {
+    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, storage::Error> {
+        self.inner.block_state(height)
+    }
+
+    fn commit(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
+        if self.fail_at == Some(self.batches.len() + 1) {
+            return Err(storage::Error::Unavailable("disk on fire".into()));
+        }
+        self.batches.push(batch.clone());
+        self.inner.commit(batch)
+    }
+}
+
+/// Every block of `batches` lies in exactly one batch, with all of its rows; returns how many
+/// rows each block had.
+#[track_caller]
+fn check_whole_blocks(batches: &[IngestBatch]) -> BTreeMap<u64, usize> {
+    let mut rows_per_block = BTreeMap::new();
+    for batch in batches {
+        let heights: Vec<u64> = batch.blocks.iter().map(|block| block.height).collect();
+        for height in &heights {
+            assert!(
+                rows_per_block.insert(*height, 0).is_none(),
+                "block {height} in two batches"
+            );
+        }
+        let row_blocks = (batch.ledger_rows.iter().map(|row| row.key.block))
+            .chain(batch.oracle_rows.iter().map(|row| row.position.block));
+        for block in row_blocks {
+            assert!(
+                heights.contains(&block),
+                "a row of block {block} without its block"
+            );
+            *rows_per_block.get_mut(&block).unwrap() += 1;
+        }
+    }
+    rows_per_block
+}
+
+#[test]
+fn blocks_commit_whole_whatever_the_batch_size() {
+    let input = join(&sample_lines());
+    let reference = TempStore::with(&input).snapshot(&input);
+    // With no size, age or idle limit the whole input is one batch, committed at its end.
+    let temp = TempStore::new();
+    let mut writer = temp.store.writer().unwrap();
+    let mut one_batch = Recording::new(&mut writer);
+    let options = IngestOptions {
+        max_batch_rows: usize::MAX,
+        ..idle_only(Duration::from_secs(3600))
+    };
+    ingest(input.as_bytes(), &mut one_batch, &options, &mut |_| {}).unwrap();
+    assert_eq!(one_batch.batches.len(), 1);
+    let expected = check_whole_blocks(&one_batch.batches);
+    assert_eq!(expected.len(), 30);
+
+    for (max_batch_rows, max_batch_age) in [
+        (1, Duration::from_secs(60)),
+        (7, Duration::ZERO),
+        (50, Duration::from_secs(60)),
+    ] {
+        let temp = TempStore::new();
+        let mut writer = temp.store.writer().unwrap();
+        let mut recording = Recording::new(&mut writer);
+        let options = IngestOptions {
+            max_batch_rows,
+            max_batch_age,
+            ..IngestOptions::default()
+        };
+        ingest(input.as_bytes(), &mut recording, &options, &mut |_| {}).unwrap();
+        assert!(recording.batches.len() > 1, "batch size {max_batch_rows}");
+        assert_eq!(check_whole_blocks(&recording.batches), expected);
+        assert_eq!(temp.snapshot(&input), reference);
+    }
+}
+
+#[test]
+fn progress_reports_follow_every_commit() {
+    let input = join(&sample_lines());
+    let temp = TempStore::new();
+    let mut writer = temp.store.writer().unwrap();
+    let mut recording = Recording::new(&mut writer);
+    let options = IngestOptions {
+        max_batch_rows: 20,
+        ..idle_only(Duration::from_secs(3600))
+    };
+    let mut reports = Vec::new();
+    let stats = ingest(input.as_bytes(), &mut recording, &options, &mut |stats| {
+        reports.push(stats.clone())
+    })
+    .unwrap();
+    assert_eq!(reports.len(), recording.batches.len());
+    let mut blocks = 0;
+    for (report, batch) in reports.iter().zip(&recording.batches) {
+        blocks += batch.blocks.len() as u64;
+        assert_eq!(report.blocks, blocks);
+        assert_eq!(
+            report.last_height,
+            batch.blocks.last().map(|block| block.height)
+        );
+    }
+    assert_eq!(reports.last(), Some(&stats));
+}
+
+#[test]
+fn refused_commit_stops_the_ingest_and_a_rerun_completes() {
+    let input = join(&sample_lines());
+    let reference = TempStore::with(&input).snapshot(&input);
+    let options = IngestOptions {
+        max_batch_rows: 1,
+        ..IngestOptions::default()
+    };
+    for fail_at in [1, 2, 10] {
+        let temp = TempStore::new();
+        let mut writer = temp.store.writer().unwrap();
+        let mut recording = Recording::new(&mut writer);
+        recording.fail_at = Some(fail_at);
+        let mut reports = 0;
+        let result = ingest(input.as_bytes(), &mut recording, &options, &mut |_| {
+            reports += 1
+        });
+        assert!(
+            matches!(
+                result,
+                Err(IngestError::Store(storage::Error::Unavailable(_)))
+            ),
+            "{result:?}"
+        );
+        assert_eq!(reports, fail_at - 1);
+        let stored: u64 = recording
+            .batches
+            .iter()
+            .map(|batch| batch.blocks.len() as u64)
+            .sum();
+        drop(recording);
+
+        let stats = ingest_with(&mut writer, &input).unwrap();
+        assert_eq!(stats.events + stats.skipped_events, 221);
+        assert_eq!(stats.skipped_events > 0, stored > 0);
+        assert_eq!(temp.snapshot(&input), reference);
+    }
+}
+
+#[test]
+fn stop_flag_ends_the_ingest_at_a_block_boundary() {
+    let input = text(&blocks(3));
+    let stop = AtomicBool::new(true);
+    let options = IngestOptions {
+        stop: Some(&stop),
+        ..IngestOptions::default()
+    };
+    let temp = TempStore::new();
+    let stats = ingest(
+        input.as_bytes(),
+        &mut temp.store.writer().unwrap(),
+        &options,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!((stats.blocks, stats.last_height), (1, Some(1)));
+    let rest = temp.ingest(&input).unwrap();
+    assert_eq!((rest.events, rest.skipped_events), (14, 7));
+    assert_eq!(
+        temp.snapshot(&input),
+        TempStore::with(&input).snapshot(&input)
+    );
+}
+
+#[test]
+fn live_stream_commits_complete_blocks_when_the_input_goes_quiet() {
+    let lines = blocks(3);
+    // Blocks of `blocks` are 7 lines long; block 3 is left without its END_BLOCK.
+    let (complete, cut) = (&lines[..14], &lines[14..20]);
+    let temp = TempStore::new();
+    let (reader, mut input) = std::io::pipe().unwrap();
+    let options = idle_only(Duration::from_millis(20));
+    let stats: IngestStats = std::thread::scope(|scope| {
+        let store = &temp.store;
+        let running = scope.spawn(move || {
+            ingest(
+                BufReader::new(reader),
+                &mut store.writer().unwrap(),
+                &options,
+                &mut |_| {},
+            )
+        });
+        input.write_all(text(complete).as_bytes()).unwrap();
+        input.write_all(text(cut).as_bytes()).unwrap();
+        input.flush().unwrap();
+
+        // A's rows of blocks 1 and 2 appear without the input ending.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while export(store, A.parse().unwrap()).lines().count() < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "blocks not committed while the input is open"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!running.is_finished());
+        assert_eq!(export(store, A.parse().unwrap()).lines().count(), 2);
+
+        drop(input);
+        running.join().unwrap().unwrap()
+    });
+    assert_eq!(stats.blocks, 2);
+    assert_eq!(stats.incomplete_events, 6);
+    assert_eq!(export(&temp.store, A.parse().unwrap()).lines().count(), 2);
+}

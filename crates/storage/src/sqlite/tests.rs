@@ -1,0 +1,178 @@
+//! The backend-neutral suite run on SQLite, and what only SQLite has: the file, its schema
+//! version and its journal mode.
+
+use rusqlite::Connection;
+use tempfile::TempDir;
+
+use super::schema::MIGRATIONS;
+use super::{SqliteConfig, SqliteStore};
+use crate::{Error, Health, IngestWriter, suite};
+
+/// A fresh store in its own temporary directory, removed on drop.
+struct TempStore {
+    // Dropped after the store, so that the files are closed before the directory goes.
+    store: SqliteStore,
+    _dir: TempDir,
+}
+
+impl TempStore {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            SqliteStore::open(dir.path().join("store.db"), SqliteConfig::default()).unwrap();
+        Self { store, _dir: dir }
+    }
+}
+
+/// One `#[test]` per suite function, each on a fresh store.
+macro_rules! suite_tests {
+    ($($name:ident),+ $(,)?) => {$(
+        #[test]
+        fn $name() {
+            let temp = TempStore::new();
+            let mut writer = temp.store.writer().unwrap();
+            suite::$name(&temp.store, &mut writer);
+        }
+    )+};
+}
+
+suite_tests!(
+    export_orders_rows_across_assets,
+    export_filters_by_party_asset_and_half_open_time_range,
+    export_stops_when_the_sink_breaks,
+    export_reads_one_snapshot_while_a_batch_commits,
+    oracle_pages_walk_every_dataset_in_both_directions,
+    oracle_unknown_spec_has_an_empty_page,
+    oracle_latest_value_of_a_spec,
+    oracle_cursor_between_or_beyond_rows,
+    committing_a_batch_twice_adds_nothing,
+    block_state_round_trips,
+    failed_commit_leaves_nothing_and_the_writer_usable,
+    empty_store_is_healthy,
+);
+
+fn pragma<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> T {
+    conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn reopening_keeps_data_and_schema_version() {
+    let temp = TempStore::new();
+    let path = temp.store.path().to_path_buf();
+    let batch = crate::IngestBatch {
+        ledger_rows: vec![suite::ledger_row("kept", 1, 1, (1, 1, 1, 0))],
+        ..crate::IngestBatch::default()
+    };
+    temp.store.writer().unwrap().commit(&batch).unwrap();
+
+    for _ in 0..2 {
+        let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+        reopened.check().unwrap();
+        let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
+        assert_eq!(labels, ["kept"]);
+    }
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(
+        pragma::<i64>(&conn, "user_version"),
+        MIGRATIONS.len() as i64
+    );
+    assert_eq!(pragma::<String>(&conn, "journal_mode"), "wal");
+}
+
+#[test]
+fn newer_schema_version_is_refused_as_corrupt() {
+    let temp = TempStore::new();
+    let path = temp.store.path().to_path_buf();
+    let newer = MIGRATIONS.len() as i64 + 1;
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", newer)
+        .unwrap();
+    match SqliteStore::open(&path, SqliteConfig::default()) {
+        Err(Error::Corrupt(message)) => assert!(message.contains(&newer.to_string()), "{message}"),
+        other => panic!("expected Error::Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn file_that_is_not_a_database_is_refused_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not-a.db");
+    std::fs::write(&path, vec![b'x'; 64 * 1024]).unwrap();
+    match SqliteStore::open(&path, SqliteConfig::default()) {
+        Err(Error::Corrupt(_)) => {}
+        other => panic!("expected Error::Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_second_writer_shares_the_dictionaries() {
+    let temp = TempStore::new();
+    let mut first = temp.store.writer().unwrap();
+    let mut second = temp.store.writer().unwrap();
+    let commit = |writer: &mut dyn IngestWriter, label: &str, party: u8, seq: u64| {
+        let batch = suite::ledger_batch(vec![suite::ledger_row(label, party, 1, (1, 1, seq, 0))]);
+        writer.commit(&batch).unwrap();
+    };
+    // Each writer caches ids the other one added.
+    commit(&mut first, "1a", 1, 1);
+    commit(&mut second, "2a", 2, 2);
+    commit(&mut second, "1b", 1, 3);
+    commit(&mut first, "2b", 2, 4);
+    commit(&mut first, "3a", 3, 5);
+    commit(&mut second, "3b", 3, 6);
+    let export = |party| suite::export(&temp.store, &suite::filter(party, None, None, None)).0;
+    assert_eq!(export(1), ["1a", "1b"]);
+    assert_eq!(export(2), ["2a", "2b"]);
+    assert_eq!(export(3), ["3a", "3b"]);
+}
+
+#[test]
+fn concurrent_opens_of_a_new_file_all_succeed() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        SqliteStore::open(&path, SqliteConfig::default()).map(drop)
+                    })
+                })
+                .collect();
+            for open in opens {
+                open.join().unwrap().unwrap();
+            }
+        });
+    }
+}
+
+#[test]
+fn examples_name_stored_ids() {
+    let temp = TempStore::new();
+    assert_eq!(temp.store.examples().unwrap(), super::Examples::default());
+    let batch = crate::IngestBatch {
+        ledger_rows: vec![
+            suite::ledger_row("first", 7, 8, (1, 1, 1, 0)),
+            suite::ledger_row("second", 9, 10, (1, 1, 1, 0)),
+        ],
+        oracle_rows: vec![
+            suite::oracle_row("unmatched", (1, 1, 2), &[]),
+            suite::oracle_row("matched", (1, 1, 3), &[11]),
+        ],
+        ..crate::IngestBatch::default()
+    };
+    temp.store.writer().unwrap().commit(&batch).unwrap();
+    let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
+    assert_eq!(
+        temp.store.examples().unwrap(),
+        super::Examples {
+            party: hex(7),
+            asset: hex(8),
+            spec: hex(11),
+        }
+    );
+}

@@ -1,0 +1,194 @@
+//! The behaviour every backend must show, written once against the store traits.
+//!
+//! Each `pub(crate)` function is one test: it takes a fresh, empty store and that store's writer,
+//! fills the store through the writer and checks the answers through the read traits only. A
+//! backend instantiates the suite with one `#[test]` per function (see `sqlite/tests.rs`), so a
+//! later PostgreSQL backend runs the very same checks.
+
+mod export;
+mod oracle;
+mod writer;
+
+use std::ops::ControlFlow;
+
+use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId, TimeRange, VegaTime};
+use oracle_core::{Page, PageRequest, PaginationParams, Position};
+
+use crate::{
+    ExportSink, ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore,
+    OracleRow, OracleStore,
+};
+
+pub(crate) use export::{
+    export_filters_by_party_asset_and_half_open_time_range, export_orders_rows_across_assets,
+    export_reads_one_snapshot_while_a_batch_commits, export_stops_when_the_sink_breaks,
+};
+pub(crate) use oracle::{
+    oracle_cursor_between_or_beyond_rows, oracle_latest_value_of_a_spec,
+    oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
+};
+pub(crate) use writer::{
+    block_state_round_trips, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
+    failed_commit_leaves_nothing_and_the_writer_usable,
+};
+
+/// Everything the HTTP layer reads, in one bound.
+pub(crate) trait Store: LedgerStore + OracleStore + Health {}
+
+impl<S: LedgerStore + OracleStore + Health> Store for S {}
+
+pub(crate) fn party(n: u8) -> PartyId {
+    PartyId::from_bytes([n; 32])
+}
+
+pub(crate) fn asset(n: u8) -> AssetId {
+    AssetId::from_bytes([n; 32])
+}
+
+pub(crate) fn spec(n: u8) -> OracleSpecId {
+    OracleSpecId::from_bytes([n; 32])
+}
+
+/// A ledger row whose CSV line is just `label`, so that an export reads as a list of labels.
+pub(crate) fn ledger_row(
+    label: &str,
+    party_n: u8,
+    asset_n: u8,
+    (vega_time, block, seq, index): (i64, u64, u64, u32),
+) -> LedgerRow {
+    LedgerRow {
+        party: party(party_n),
+        asset: asset(asset_n),
+        key: EntryKey {
+            vega_time: VegaTime::from_nanos(vega_time),
+            block,
+            seq,
+            index,
+        },
+        csv_line: format!("{label}\n").into_bytes(),
+    }
+}
+
+/// An oracle datum whose JSON node is just `label`.
+pub(crate) fn oracle_row(
+    label: &str,
+    (vega_time, block, seq): (i64, u64, u64),
+    specs: &[u8],
+) -> OracleRow {
+    OracleRow {
+        position: Position {
+            vega_time,
+            block,
+            seq,
+        },
+        matched_specs: specs.iter().map(|n| spec(*n)).collect(),
+        json: label.as_bytes().to_vec(),
+    }
+}
+
+pub(crate) fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
+    IngestBatch {
+        ledger_rows: rows,
+        ..IngestBatch::default()
+    }
+}
+
+/// Collects an export, checking the sink protocol as it goes.
+#[derive(Default)]
+pub(crate) struct Collect {
+    pub(crate) started: u32,
+    pub(crate) labels: Vec<String>,
+    /// Break after this many rows.
+    pub(crate) stop_after: Option<usize>,
+    pub(crate) stop_at_start: bool,
+}
+
+impl ExportSink for Collect {
+    fn started(&mut self) -> ControlFlow<()> {
+        assert!(self.labels.is_empty(), "started after a row");
+        self.started += 1;
+        if self.stop_at_start {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
+        assert_eq!(self.started, 1, "a row before started");
+        assert!(
+            self.stop_after.is_none_or(|n| self.labels.len() < n),
+            "a row after Break"
+        );
+        self.labels.push(label(csv_line));
+        if self.stop_after == Some(self.labels.len()) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// The label of a row written by [`ledger_row`].
+pub(crate) fn label(csv_line: &[u8]) -> String {
+    let line = std::str::from_utf8(csv_line).unwrap();
+    line.strip_suffix('\n')
+        .expect("every csv line ends with a newline")
+        .to_owned()
+}
+
+pub(crate) fn filter(
+    party_n: u8,
+    asset_n: Option<u8>,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> ExportFilter {
+    ExportFilter {
+        party: party(party_n),
+        asset: asset_n.map(asset),
+        range: TimeRange::new(start, end).unwrap(),
+    }
+}
+
+/// The whole export of `filter` as labels, with its summary.
+pub(crate) fn export(store: &impl Store, filter: &ExportFilter) -> (Vec<String>, ExportSummary) {
+    let mut sink = Collect::default();
+    let summary = store.export_ledger(filter, &mut sink).unwrap();
+    assert_eq!(sink.started, 1);
+    (sink.labels, summary)
+}
+
+/// One page of oracle data.
+pub(crate) fn page(
+    store: &impl Store,
+    spec_n: Option<u8>,
+    params: PaginationParams<'_>,
+) -> Page<Vec<u8>> {
+    let request = PageRequest::parse(&params).unwrap();
+    store
+        .oracle_page(spec_n.map(spec).as_ref(), &request)
+        .unwrap()
+}
+
+/// Everything a reader can see: the exports of `parties` and all oracle data, newest first.
+pub(crate) fn contents(store: &impl Store, parties: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<u8>>) {
+    let exports = parties
+        .iter()
+        .map(|n| export(store, &filter(*n, None, None, None)).0)
+        .collect();
+    let oracle = page(
+        store,
+        None,
+        PaginationParams {
+            first: Some("5000"),
+            ..PaginationParams::default()
+        },
+    );
+    assert!(!oracle.info.has_next_page, "the test data fit one page");
+    let oracle = oracle.edges.into_iter().map(|edge| edge.node).collect();
+    (exports, oracle)
+}
+
+pub(crate) fn commit(writer: &mut dyn IngestWriter, batch: &IngestBatch) {
+    writer.commit(batch).unwrap();
+}

@@ -1,0 +1,222 @@
+//! The ledger export: order, filters, early stop and snapshot isolation.
+
+use std::ops::ControlFlow;
+
+use super::{Collect, Store, commit, export, filter, label, ledger_batch, ledger_row};
+use crate::{ExportSink, IngestWriter, LedgerRow};
+
+/// (label, party, asset, (vega time, block, seq, index)).
+type RowSpec = (&'static str, u8, u8, (i64, u64, u64, u32));
+
+/// Party 1 holds rows in assets 1–3 that interleave in the total order, with ties on the time,
+/// the block and the sequence broken by the next field; parties 2 and 3 share some entries.
+const ROWS: &[RowSpec] = &[
+    ("min", 1, 1, (i64::MIN, 1, 0, 0)),
+    ("a", 1, 1, (100, 10, 1, 0)),
+    ("b", 1, 2, (100, 10, 2, 0)),
+    ("c", 1, 1, (100, 10, 2, 1)),
+    ("d", 1, 3, (100, 11, 0, 0)),
+    ("e", 1, 2, (150, 12, 5, 0)),
+    ("f", 1, 1, (200, 13, 1, 0)),
+    ("g", 1, 3, (200, 13, 1, 1)),
+    ("h", 1, 1, (250, 14, 0, 0)),
+    ("max", 1, 2, (i64::MAX, 99, 0, 0)),
+    ("x", 2, 1, (100, 10, 1, 0)),
+    ("y", 2, 2, (150, 12, 5, 0)),
+    ("z", 3, 3, (300, 15, 0, 0)),
+];
+
+const ALL_OF_PARTY_1: &str = "min a b c d e f g h max";
+
+fn rows(specs: &[RowSpec]) -> Vec<LedgerRow> {
+    specs
+        .iter()
+        .map(|(label, party, asset, key)| ledger_row(label, *party, *asset, *key))
+        .collect()
+}
+
+/// Stores [`ROWS`] in two batches, each in reverse order, so that no order comes for free.
+fn fill(writer: &mut dyn IngestWriter) {
+    let (first, second) = ROWS.split_at(ROWS.len() / 2);
+    for half in [second, first] {
+        let mut batch = rows(half);
+        batch.reverse();
+        commit(writer, &ledger_batch(batch));
+    }
+}
+
+#[track_caller]
+fn check(
+    store: &impl Store,
+    (party, asset, start, end): (u8, Option<u8>, Option<i64>, Option<i64>),
+    expected: &str,
+) {
+    let (labels, summary) = export(store, &filter(party, asset, start, end));
+    assert_eq!(labels.join(" "), expected);
+    assert_eq!(summary.rows, labels.len() as u64);
+    assert!(!summary.stopped);
+}
+
+pub(crate) fn export_orders_rows_across_assets<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+    fill(writer);
+    check(store, (1, None, None, None), ALL_OF_PARTY_1);
+    check(store, (2, None, None, None), "x y");
+    check(store, (3, None, None, None), "z");
+}
+
+pub(crate) fn export_filters_by_party_asset_and_half_open_time_range<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    check(store, (1, None, None, None), "");
+    fill(writer);
+
+    check(store, (1, Some(1), None, None), "min a c f h");
+    check(store, (1, Some(2), None, None), "b e max");
+    check(store, (1, Some(3), None, None), "d g");
+    check(store, (2, Some(3), None, None), "");
+    check(store, (3, Some(3), None, None), "z");
+    // Unknown party, unknown asset.
+    check(store, (9, None, None, None), "");
+    check(store, (1, Some(9), None, None), "");
+
+    // [start, end): a row exactly at the start is in, one exactly at the end is out.
+    check(store, (1, None, Some(100), Some(200)), "a b c d e");
+    check(store, (1, None, Some(101), Some(201)), "e f g");
+    check(store, (1, Some(1), Some(100), Some(250)), "a c f");
+    check(store, (1, None, Some(200), None), "f g h max");
+    check(store, (1, None, None, Some(100)), "min");
+    check(store, (1, None, None, Some(101)), "min a b c d");
+    check(store, (1, None, Some(100), Some(100)), "");
+    check(store, (1, None, Some(150), Some(150)), "");
+    check(store, (1, None, Some(151), Some(199)), "");
+
+    // The extremes of the time axis.
+    check(store, (1, None, Some(i64::MIN), None), ALL_OF_PARTY_1);
+    check(
+        store,
+        (1, None, Some(i64::MIN), Some(i64::MAX)),
+        "min a b c d e f g h",
+    );
+    check(store, (1, None, Some(i64::MIN), Some(i64::MIN)), "");
+    check(store, (1, None, None, Some(i64::MIN)), "");
+    check(store, (1, None, None, Some(i64::MIN + 1)), "min");
+    check(store, (1, None, Some(i64::MAX), None), "max");
+    check(store, (1, None, Some(i64::MAX), Some(i64::MAX)), "");
+    check(store, (1, Some(2), Some(i64::MAX - 1), None), "max");
+}
+
+#[track_caller]
+fn check_stop(store: &impl Store, asset: Option<u8>, stop_after: usize, expected: &str) {
+    let mut sink = Collect {
+        stop_after: Some(stop_after),
+        ..Collect::default()
+    };
+    let summary = store
+        .export_ledger(&filter(1, asset, None, None), &mut sink)
+        .unwrap();
+    assert_eq!(sink.started, 1);
+    assert_eq!(sink.labels.join(" "), expected);
+    assert_eq!(summary.rows, sink.labels.len() as u64);
+    assert_eq!(summary.stopped, sink.labels.len() == stop_after);
+}
+
+pub(crate) fn export_stops_when_the_sink_breaks<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    fill(writer);
+    // One asset: a single scan; all assets: the merge of three.
+    check_stop(store, Some(1), 1, "min");
+    check_stop(store, Some(1), 3, "min a c");
+    check_stop(store, Some(1), 5, "min a c f h");
+    check_stop(store, None, 1, "min");
+    check_stop(store, None, 4, "min a b c");
+    check_stop(store, None, 10, ALL_OF_PARTY_1);
+    // Asking to stop after more rows than there are is no stop at all.
+    check_stop(store, None, 11, ALL_OF_PARTY_1);
+
+    let mut sink = Collect {
+        stop_at_start: true,
+        ..Collect::default()
+    };
+    let summary = store
+        .export_ledger(&filter(1, None, None, None), &mut sink)
+        .unwrap();
+    assert_eq!((sink.started, sink.labels.len()), (1, 0));
+    assert_eq!((summary.rows, summary.stopped), (0, true));
+
+    // A stopped export leaves the store as usable as before.
+    check(store, (1, None, None, None), ALL_OF_PARTY_1);
+}
+
+/// Commits `late` from inside the export's first row.
+struct CommitDuringExport<'w> {
+    writer: &'w mut dyn IngestWriter,
+    late: &'static [RowSpec],
+    labels: Vec<String>,
+    committed: bool,
+}
+
+impl ExportSink for CommitDuringExport<'_> {
+    fn started(&mut self) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
+        self.labels.push(label(csv_line));
+        if !self.committed {
+            self.committed = true;
+            commit(self.writer, &ledger_batch(rows(self.late)));
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+pub(crate) fn export_reads_one_snapshot_while_a_batch_commits<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    fill(writer);
+    // A single scan, then a merge of scans; the late rows land before, between and after the
+    // rows already read, and in an asset the party did not have.
+    let rounds: [(Option<u8>, &[RowSpec], &str, &str); 2] = [
+        (
+            Some(1),
+            &[
+                ("r1-early", 1, 1, (50, 5, 0, 0)),
+                ("r1-other-asset", 1, 2, (120, 12, 0, 0)),
+                ("r1-late", 1, 1, (400, 16, 0, 0)),
+            ],
+            "min a c f h",
+            "min r1-early a c f h r1-late",
+        ),
+        (
+            None,
+            &[
+                ("r2-early", 1, 3, (60, 6, 0, 0)),
+                ("r2-mid", 1, 2, (120, 12, 1, 0)),
+                ("r2-new-asset", 1, 4, (130, 12, 2, 0)),
+                ("r2-last", 1, 1, (500, 17, 0, 0)),
+            ],
+            "min r1-early a b c d r1-other-asset e f g h r1-late max",
+            "min r1-early r2-early a b c d r1-other-asset r2-mid r2-new-asset e f g h r1-late \
+             r2-last max",
+        ),
+    ];
+    for (asset, late, during, after) in rounds {
+        let mut sink = CommitDuringExport {
+            writer: &mut *writer,
+            late,
+            labels: Vec::new(),
+            committed: false,
+        };
+        let summary = store
+            .export_ledger(&filter(1, asset, None, None), &mut sink)
+            .unwrap();
+        assert!(sink.committed);
+        assert_eq!(sink.labels.join(" "), during);
+        assert_eq!(summary.rows, sink.labels.len() as u64);
+        check(store, (1, asset, None, None), after);
+    }
+}

@@ -1,0 +1,345 @@
+//! Oracle data pages: keyset walks over all data or one spec's, in both orders and directions.
+
+use oracle_core::{PaginationParams, Position, encode_cursor};
+
+use super::{Store, commit, oracle_row, page};
+use crate::{IngestBatch, IngestWriter};
+
+/// (label, (vega time, block, seq), matched specs).
+type Datum = (&'static str, (i64, u64, u64), &'static [u8]);
+
+/// Ascending by position. Ties on the time are broken by the block and ties on the block by the
+/// sequence; spec 9 never matches anything.
+const DATA: &[Datum] = &[
+    ("d0", (i64::MIN, 1, 1), &[2]),
+    ("d1", (100, 10, 1), &[1]),
+    ("d2", (100, 10, 4), &[]),
+    ("d3", (100, 11, 2), &[1, 2]),
+    ("d4", (200, 12, 1), &[2]),
+    ("d5", (200, 12, 3), &[1]),
+    ("d6", (300, 13, 1), &[]),
+    ("d7", (400, 14, 1), &[2, 1]),
+    ("d8", (i64::MAX, 15, 1), &[3]),
+];
+
+fn position((vega_time, block, seq): (i64, u64, u64)) -> Position {
+    Position {
+        vega_time,
+        block,
+        seq,
+    }
+}
+
+/// Stores [`DATA`] in two batches, the later data first.
+fn fill(writer: &mut dyn IngestWriter) {
+    let (first, second) = DATA.split_at(4);
+    for half in [second, first] {
+        let batch = IngestBatch {
+            oracle_rows: half
+                .iter()
+                .map(|(label, key, specs)| oracle_row(label, *key, specs))
+                .collect(),
+            ..IngestBatch::default()
+        };
+        commit(writer, &batch);
+    }
+}
+
+/// The data of `spec` (all data for `None`) as (cursor, label), ascending.
+fn expected(spec: Option<u8>) -> Vec<(String, String)> {
+    DATA.iter()
+        .filter(|(_, _, specs)| spec.is_none_or(|spec| specs.contains(&spec)))
+        .map(|(label, key, _)| (encode_cursor(position(*key)), (*label).to_owned()))
+        .collect()
+}
+
+type Edges = Vec<(String, String)>;
+
+fn edges(page: oracle_core::Page<Vec<u8>>) -> Edges {
+    page.edges
+        .into_iter()
+        .map(|edge| (edge.cursor, String::from_utf8(edge.node).unwrap()))
+        .collect()
+}
+
+fn order(newest_first: bool) -> &'static str {
+    if newest_first { "true" } else { "false" }
+}
+
+/// Follows `end_cursor` with `first`/`after` until `has_next_page` is false.
+fn walk_forward(store: &impl Store, spec: Option<u8>, size: usize, newest_first: bool) -> Edges {
+    let size_text = size.to_string();
+    let mut after = String::new();
+    let mut walked = Vec::new();
+    for page_idx in 0.. {
+        let page = page(
+            store,
+            spec,
+            PaginationParams {
+                first: Some(&size_text),
+                after: Some(&after),
+                newest_first: Some(order(newest_first)),
+                ..PaginationParams::default()
+            },
+        );
+        assert_eq!(page.info.has_previous_page, page_idx > 0);
+        let last = !page.info.has_next_page;
+        assert!(if last {
+            page.edges.len() <= size
+        } else {
+            page.edges.len() == size
+        });
+        after = page.info.end_cursor.clone();
+        walked.extend(edges(page));
+        if last {
+            break;
+        }
+    }
+    walked
+}
+
+/// Follows `start_cursor` with `last`/`before` until `has_previous_page` is false.
+fn walk_backward(store: &impl Store, spec: Option<u8>, size: usize, newest_first: bool) -> Edges {
+    let size_text = size.to_string();
+    let mut before = String::new();
+    let mut pages = Vec::new();
+    for page_idx in 0.. {
+        let page = page(
+            store,
+            spec,
+            PaginationParams {
+                last: Some(&size_text),
+                before: Some(&before),
+                newest_first: Some(order(newest_first)),
+                ..PaginationParams::default()
+            },
+        );
+        assert_eq!(page.info.has_next_page, page_idx > 0);
+        let first = !page.info.has_previous_page;
+        assert!(if first {
+            page.edges.len() <= size
+        } else {
+            page.edges.len() == size
+        });
+        before = page.info.start_cursor.clone();
+        pages.push(edges(page));
+        if first {
+            break;
+        }
+    }
+    pages.into_iter().rev().flatten().collect()
+}
+
+/// Every walk of `spec`'s listing concatenates to `expected`, in the order asked for.
+#[track_caller]
+fn check_walks(store: &impl Store, spec: Option<u8>, expected: &[(String, String)]) {
+    let n = expected.len();
+    for size in [1, 2, 3, n.max(2) - 1, n.max(1), n + 1, 5000] {
+        for newest_first in [false, true] {
+            let mut want = expected.to_vec();
+            if newest_first {
+                want.reverse();
+            }
+            let context = format!("spec {spec:?}, page size {size}, newest first {newest_first}");
+            assert_eq!(
+                walk_forward(store, spec, size, newest_first),
+                want,
+                "forward, {context}"
+            );
+            assert_eq!(
+                walk_backward(store, spec, size, newest_first),
+                want,
+                "backward, {context}"
+            );
+        }
+    }
+}
+
+pub(crate) fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    check_walks(store, None, &[]);
+    check_walks(store, Some(1), &[]);
+    fill(writer);
+    for spec in [None, Some(1), Some(2), Some(3), Some(9)] {
+        check_walks(store, spec, &expected(spec));
+    }
+}
+
+pub(crate) fn oracle_unknown_spec_has_an_empty_page<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    fill(writer);
+    let cursor = encode_cursor(position((100, 10, 1)));
+    let requests = [
+        PaginationParams::default(),
+        PaginationParams {
+            after: Some(&cursor),
+            ..PaginationParams::default()
+        },
+        PaginationParams {
+            before: Some(&cursor),
+            newest_first: Some("false"),
+            ..PaginationParams::default()
+        },
+    ];
+    for params in requests {
+        let page = page(store, Some(9), params);
+        assert!(page.edges.is_empty());
+        assert!(!page.info.has_next_page && !page.info.has_previous_page);
+        assert_eq!(
+            (
+                page.info.start_cursor.as_str(),
+                page.info.end_cursor.as_str()
+            ),
+            ("", "")
+        );
+    }
+}
+
+#[track_caller]
+fn check_latest(store: &impl Store, spec: Option<u8>, expected: &str, has_next_page: bool) {
+    let page = page(
+        store,
+        spec,
+        PaginationParams {
+            first: Some("1"),
+            ..PaginationParams::default()
+        },
+    );
+    assert_eq!(page.info.has_next_page, has_next_page);
+    assert!(!page.info.has_previous_page);
+    let labels: Vec<String> = edges(page).into_iter().map(|(_, label)| label).collect();
+    assert_eq!(labels.join(" "), expected);
+}
+
+pub(crate) fn oracle_latest_value_of_a_spec<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+    check_latest(store, Some(1), "", false);
+    fill(writer);
+    check_latest(store, Some(1), "d7", true);
+    check_latest(store, Some(2), "d7", true);
+    check_latest(store, Some(3), "d8", false);
+    check_latest(store, None, "d8", true);
+    // A newer datum of the spec becomes the latest value.
+    commit(
+        writer,
+        &IngestBatch {
+            oracle_rows: vec![oracle_row("d9", (500, 16, 1), &[1])],
+            ..IngestBatch::default()
+        },
+    );
+    check_latest(store, Some(1), "d9", true);
+    check_latest(store, Some(2), "d7", true);
+}
+
+/// One page from `anchor`: `("first", n)` pages with `after`, `("last", n)` with `before`.
+#[track_caller]
+fn check_anchor(
+    store: &impl Store,
+    spec: Option<u8>,
+    (mode, size): (&str, &str),
+    anchor: &str,
+    newest_first: &str,
+    expected: &str,
+    (has_previous_page, has_next_page): (bool, bool),
+) {
+    let params = match mode {
+        "first" => PaginationParams {
+            first: Some(size),
+            after: Some(anchor),
+            newest_first: Some(newest_first),
+            ..PaginationParams::default()
+        },
+        _ => PaginationParams {
+            last: Some(size),
+            before: Some(anchor),
+            newest_first: Some(newest_first),
+            ..PaginationParams::default()
+        },
+    };
+    let page = page(store, spec, params);
+    assert_eq!(page.info.has_previous_page, has_previous_page);
+    assert_eq!(page.info.has_next_page, has_next_page);
+    let labels: Vec<String> = edges(page).into_iter().map(|(_, label)| label).collect();
+    assert_eq!(labels.join(" "), expected);
+}
+
+pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    fill(writer);
+    let cursor = |key| encode_cursor(position(key));
+    let between = cursor((150, 0, 0));
+    // Beyond every block and sequence a store can hold: such a cursor saturates in SQL.
+    let huge = cursor((100, u64::MAX, u64::MAX));
+    let first = cursor((i64::MIN, 0, 0));
+    let last = cursor((i64::MAX, u64::MAX, u64::MAX));
+    let (first_2, first_5, last_2, last_5) =
+        (("first", "2"), ("first", "5"), ("last", "2"), ("last", "5"));
+
+    check_anchor(
+        store,
+        None,
+        first_2,
+        &between,
+        "false",
+        "d4 d5",
+        (true, true),
+    );
+    check_anchor(
+        store,
+        None,
+        first_5,
+        &between,
+        "true",
+        "d3 d2 d1 d0",
+        (true, false),
+    );
+    check_anchor(
+        store,
+        None,
+        last_2,
+        &between,
+        "false",
+        "d2 d3",
+        (true, true),
+    );
+    check_anchor(store, None, last_2, &between, "true", "d5 d4", (true, true));
+    check_anchor(
+        store,
+        Some(1),
+        first_5,
+        &between,
+        "false",
+        "d5 d7",
+        (true, false),
+    );
+    check_anchor(
+        store,
+        Some(2),
+        last_5,
+        &between,
+        "false",
+        "d0 d3",
+        (false, true),
+    );
+    check_anchor(store, None, first_2, &huge, "false", "d4 d5", (true, true));
+    check_anchor(store, None, first_2, &huge, "true", "d3 d2", (true, true));
+    check_anchor(
+        store,
+        None,
+        first_2,
+        &first,
+        "false",
+        "d0 d1",
+        (false, true),
+    );
+    check_anchor(store, None, first_2, &last, "true", "d8 d7", (false, true));
+    check_anchor(store, None, last_2, &last, "false", "d7 d8", (true, false));
+    // Nothing beyond the ends: an empty page reports no neighbours.
+    check_anchor(store, None, first_2, &last, "false", "", (false, false));
+    check_anchor(store, None, first_2, &first, "true", "", (false, false));
+}

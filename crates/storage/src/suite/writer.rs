@@ -1,0 +1,204 @@
+//! The writer: idempotent commits, block progress, failed commits, and the health check.
+
+use super::{Store, commit, contents, ledger_row, oracle_row};
+use crate::{BlockRecord, BlockState, IngestBatch, IngestWriter};
+
+fn block(height: u64, vega_time: Option<i64>, last_seq: u64) -> BlockRecord {
+    BlockRecord {
+        height,
+        state: BlockState {
+            vega_time,
+            last_seq,
+        },
+    }
+}
+
+/// Two blocks of rows: an entry between parties 1 and 2, one of party 1 alone, and oracle data
+/// matching specs 1 and 2.
+fn two_blocks() -> IngestBatch {
+    IngestBatch {
+        blocks: vec![block(10, Some(100), 4), block(11, Some(200), 2)],
+        ledger_rows: vec![
+            ledger_row("p1-a", 1, 1, (100, 10, 2, 0)),
+            ledger_row("p2-a", 2, 1, (100, 10, 2, 0)),
+            ledger_row("p1-b", 1, 2, (200, 11, 1, 0)),
+        ],
+        oracle_rows: vec![
+            oracle_row("o1", (100, 10, 3), &[1, 2]),
+            oracle_row("o2", (200, 11, 2), &[2]),
+        ],
+    }
+}
+
+pub(crate) fn committing_a_batch_twice_adds_nothing<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    let batch = two_blocks();
+    commit(writer, &batch);
+    let once = contents(store, &[1, 2]);
+    assert_eq!(
+        once,
+        (
+            vec![vec!["p1-a".into(), "p1-b".into()], vec!["p2-a".into()]],
+            vec![b"o2".to_vec(), b"o1".to_vec()],
+        )
+    );
+    commit(writer, &batch);
+    assert_eq!(contents(store, &[1, 2]), once);
+
+    // A row already stored stays as it is, whatever the second copy says.
+    let mut changed = two_blocks();
+    changed.ledger_rows[0].csv_line = b"p1-a changed\n".to_vec();
+    changed.oracle_rows[1].json = b"o2 changed".to_vec();
+    changed.oracle_rows[1].matched_specs.clear();
+    commit(writer, &changed);
+    assert_eq!(contents(store, &[1, 2]), once);
+
+    // An empty batch is a no-op.
+    commit(writer, &IngestBatch::default());
+    assert_eq!(contents(store, &[1, 2]), once);
+    assert_eq!(
+        writer.block_state(10).unwrap(),
+        Some(block(10, Some(100), 4).state)
+    );
+}
+
+#[track_caller]
+fn check_block(writer: &mut dyn IngestWriter, height: u64, expected: Option<(Option<i64>, u64)>) {
+    let expected = expected.map(|(vega_time, last_seq)| BlockState {
+        vega_time,
+        last_seq,
+    });
+    assert_eq!(writer.block_state(height).unwrap(), expected);
+}
+
+pub(crate) fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn IngestWriter) {
+    check_block(writer, 5, None);
+    check_block(writer, u64::MAX, None);
+
+    let commit_blocks = |writer: &mut dyn IngestWriter, blocks: Vec<BlockRecord>| {
+        commit(
+            writer,
+            &IngestBatch {
+                blocks,
+                ..IngestBatch::default()
+            },
+        );
+    };
+    commit_blocks(writer, vec![block(5, None, 3), block(6, Some(-7), 0)]);
+    check_block(writer, 5, Some((None, 3)));
+    check_block(writer, 6, Some((Some(-7), 0)));
+    check_block(writer, 4, None);
+
+    // The first time seen stays; the sequence only grows.
+    commit_blocks(writer, vec![block(5, Some(100), 2)]);
+    check_block(writer, 5, Some((Some(100), 3)));
+    commit_blocks(writer, vec![block(5, Some(200), 7)]);
+    check_block(writer, 5, Some((Some(100), 7)));
+    commit_blocks(writer, vec![block(5, None, 1)]);
+    check_block(writer, 5, Some((Some(100), 7)));
+
+    // The extremes a store must hold.
+    let max = i64::MAX as u64;
+    commit_blocks(
+        writer,
+        vec![block(max, Some(i64::MIN), max), block(0, Some(i64::MAX), 0)],
+    );
+    check_block(writer, max, Some((Some(i64::MIN), max)));
+    // Beyond what a store holds: no block, not the highest one.
+    check_block(writer, max + 1, None);
+    check_block(writer, u64::MAX, None);
+    check_block(writer, 0, Some((Some(i64::MAX), 0)));
+    check_block(writer, 6, Some((Some(-7), 0)));
+}
+
+/// A batch that fails after its first rows went in: the dictionaries got new entries inside the
+/// transaction that the rollback removes again.
+#[track_caller]
+fn check_failed_commit(store: &impl Store, writer: &mut dyn IngestWriter, failing: IngestBatch) {
+    let before = contents(store, &[1, 2, 3, 4]);
+    assert!(writer.commit(&failing).is_err());
+    assert_eq!(contents(store, &[1, 2, 3, 4]), before);
+    for block in &failing.blocks {
+        assert_eq!(writer.block_state(block.height).unwrap(), None);
+    }
+}
+
+pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    commit(writer, &two_blocks());
+    // A block height beyond a signed 64-bit integer cannot be stored, neither in an entry key
+    // nor in an oracle position; it comes after rows of new parties, assets and specs.
+    check_failed_commit(
+        store,
+        writer,
+        IngestBatch {
+            blocks: vec![block(20, Some(300), 1)],
+            ledger_rows: vec![
+                ledger_row("p3-lost", 3, 3, (300, 20, 1, 0)),
+                ledger_row("p3-huge", 3, 3, (300, u64::MAX, 1, 0)),
+            ],
+            ..IngestBatch::default()
+        },
+    );
+    check_failed_commit(
+        store,
+        writer,
+        IngestBatch {
+            blocks: vec![block(21, Some(300), 2)],
+            oracle_rows: vec![
+                oracle_row("o-lost", (300, 21, 1), &[3]),
+                oracle_row("o-huge", (300, u64::MAX, 2), &[3]),
+            ],
+            ..IngestBatch::default()
+        },
+    );
+
+    // The writer goes on; ids handed out by the failed transactions are not reused for the
+    // wrong party, asset or spec.
+    commit(
+        writer,
+        &IngestBatch {
+            blocks: vec![block(20, Some(300), 2)],
+            ledger_rows: vec![
+                ledger_row("p4-a", 4, 4, (300, 20, 1, 0)),
+                ledger_row("p3-a", 3, 3, (300, 20, 2, 0)),
+                ledger_row("p1-c", 1, 3, (300, 20, 2, 0)),
+            ],
+            oracle_rows: vec![oracle_row("o3", (300, 20, 3), &[4, 3])],
+        },
+    );
+    let (exports, oracle) = contents(store, &[1, 2, 3, 4]);
+    assert_eq!(
+        exports,
+        [
+            vec!["p1-a", "p1-b", "p1-c"],
+            vec!["p2-a"],
+            vec!["p3-a"],
+            vec!["p4-a"]
+        ]
+    );
+    assert_eq!(oracle, [&b"o3"[..], b"o2", b"o1"]);
+    for (spec, expected) in [(1, "o1"), (2, "o2 o1"), (3, "o3"), (4, "o3")] {
+        let page = super::page(store, Some(spec), oracle_core::PaginationParams::default());
+        let labels: Vec<String> = page
+            .edges
+            .into_iter()
+            .map(|edge| String::from_utf8(edge.node).unwrap())
+            .collect();
+        assert_eq!(labels.join(" "), expected, "spec {spec}");
+    }
+    assert_eq!(
+        writer.block_state(20).unwrap(),
+        Some(block(20, Some(300), 2).state)
+    );
+}
+
+pub(crate) fn empty_store_is_healthy<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+    store.check().unwrap();
+    commit(writer, &two_blocks());
+    store.check().unwrap();
+}
