@@ -123,6 +123,7 @@ pub fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
         .init();
 }
 
@@ -296,7 +297,8 @@ impl Progress {
         let due = self
             .last
             .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        if !(self.enabled && (due || last)) && !last {
+        let print = last || (self.enabled && due);
+        if !print {
             return;
         }
         self.last = Some(Instant::now());

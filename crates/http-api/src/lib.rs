@@ -16,6 +16,8 @@
 //!
 //! This crate must not open databases, read configuration or handle signals: the binary does.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod accept;
 mod body;
 mod error;
@@ -23,6 +25,8 @@ mod export;
 mod oracle;
 mod query;
 mod server;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
