@@ -1,0 +1,343 @@
+//! The dataset: its flags, its generation, and the manifest that lets a later run reuse it.
+//!
+//! The work directory holds `events.ndjson` (the generated stream), `bench.sqlite` (the
+//! ingested database) and `dataset.json` (the manifest: the generator config, what it wrote,
+//! and the ingest measurement once there is one).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ingest::GenerateConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::process::IngestRun;
+
+/// Blocks of the standard dataset: at 8 entries a block and a whale share of 0.55, party 0
+/// owns about 1.1 million of the 2 million entries, and 4 oracle data a block make a million.
+const DEFAULT_BLOCKS: u64 = 250_000;
+/// `--small`: 1% of the standard dataset.
+const SMALL_BLOCKS: u64 = 2_500;
+
+/// Flags that shape the dataset.
+#[derive(Debug, Args)]
+pub(crate) struct DatasetArgs {
+    /// Generator seed: the same flags always give the same dataset.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Blocks, about one a second of simulated time [default: 250000, or 2500 with --small].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    blocks: Option<u64>,
+    /// Ledger entries per block.
+    #[arg(long, default_value_t = 8)]
+    entries_per_block: u32,
+    /// Oracle data per block.
+    #[arg(long, default_value_t = 4)]
+    oracle_data_per_block: u32,
+    /// Share of ledger entries (0 to 1) that involve party 0, the party the export measures.
+    #[arg(long, default_value_t = 0.55)]
+    whale_share: f64,
+    /// Oracle spec ids; spec 0 is the most frequent one.
+    #[arg(long, default_value_t = 300)]
+    specs: u32,
+    /// Parties.
+    #[arg(long, default_value_t = 200)]
+    parties: u32,
+    /// A 1% dataset for a quick smoke run.
+    #[arg(long)]
+    pub(crate) small: bool,
+}
+
+impl DatasetArgs {
+    /// The generator config these flags describe.
+    pub(crate) fn config(&self) -> GenerateConfig {
+        let default_blocks = if self.small {
+            SMALL_BLOCKS
+        } else {
+            DEFAULT_BLOCKS
+        };
+        GenerateConfig {
+            seed: self.seed,
+            blocks: self.blocks.unwrap_or(default_blocks),
+            parties: self.parties,
+            assets: 3,
+            markets: 4,
+            specs: self.specs,
+            entries_per_block: self.entries_per_block,
+            oracle_data_per_block: self.oracle_data_per_block,
+            whale_share: self.whale_share,
+            ..GenerateConfig::default()
+        }
+    }
+}
+
+/// [`GenerateConfig`] as stored in the manifest and the results (it is not serializable
+/// itself, and the generator crate should not learn serde for the benchmark's sake).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct DatasetSpec {
+    pub(crate) seed: u64,
+    pub(crate) blocks: u64,
+    pub(crate) parties: u32,
+    pub(crate) assets: u32,
+    pub(crate) markets: u32,
+    pub(crate) specs: u32,
+    pub(crate) entries_per_block: u32,
+    pub(crate) oracle_data_per_block: u32,
+    pub(crate) start_height: u64,
+    pub(crate) start_time_nanos: i64,
+    pub(crate) whale_share: f64,
+}
+
+impl DatasetSpec {
+    fn new(config: &GenerateConfig) -> Self {
+        Self {
+            seed: config.seed,
+            blocks: config.blocks,
+            parties: config.parties,
+            assets: config.assets,
+            markets: config.markets,
+            specs: config.specs,
+            entries_per_block: config.entries_per_block,
+            oracle_data_per_block: config.oracle_data_per_block,
+            start_height: config.start_height,
+            start_time_nanos: config.start_time_nanos,
+            whale_share: config.whale_share,
+        }
+    }
+
+    /// The generator config back.
+    pub(crate) fn config(&self) -> GenerateConfig {
+        GenerateConfig {
+            seed: self.seed,
+            blocks: self.blocks,
+            parties: self.parties,
+            assets: self.assets,
+            markets: self.markets,
+            specs: self.specs,
+            entries_per_block: self.entries_per_block,
+            oracle_data_per_block: self.oracle_data_per_block,
+            start_height: self.start_height,
+            start_time_nanos: self.start_time_nanos,
+            whale_share: self.whale_share,
+        }
+    }
+
+    /// Whether both describe the same stream. The share is compared with a tolerance because
+    /// serde_json does not promise to parse every float back to the same bits.
+    fn same_stream(&self, other: &DatasetSpec) -> bool {
+        let integers = |spec: &DatasetSpec| {
+            (
+                spec.seed,
+                spec.blocks,
+                spec.parties,
+                spec.assets,
+                spec.markets,
+                spec.specs,
+                spec.entries_per_block,
+                spec.oracle_data_per_block,
+                spec.start_height,
+                spec.start_time_nanos,
+            )
+        };
+        integers(self) == integers(other) && (self.whale_share - other.whale_share).abs() < 1e-12
+    }
+}
+
+/// What the generator wrote.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Generated {
+    pub(crate) events: u64,
+    pub(crate) blocks: u64,
+    pub(crate) ledger_entries: u64,
+    pub(crate) oracle_data: u64,
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+}
+
+/// How the database was filled.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IngestRecord {
+    pub(crate) command: String,
+    pub(crate) seconds: f64,
+    pub(crate) entries_per_sec: f64,
+    pub(crate) events_per_sec: f64,
+    pub(crate) peak_rss_kib: Option<u64>,
+    /// CPU seconds of the ingest process: with the wall time they tell CPU-bound from I/O.
+    pub(crate) cpu_user_secs: Option<f64>,
+    pub(crate) cpu_system_secs: Option<f64>,
+    pub(crate) db_bytes: u64,
+    pub(crate) measured_at: String,
+    /// Size and modification time of the server binary that ingested.
+    pub(crate) server_fingerprint: String,
+}
+
+impl IngestRecord {
+    pub(crate) fn new(
+        run: &IngestRun,
+        generated: &Generated,
+        db: &Path,
+        server_fingerprint: String,
+    ) -> Result<Self> {
+        let secs = run.seconds.max(1e-9);
+        Ok(Self {
+            command: run.command.clone(),
+            seconds: run.seconds,
+            entries_per_sec: generated.ledger_entries as f64 / secs,
+            events_per_sec: generated.events as f64 / secs,
+            peak_rss_kib: run.peak_rss_kib,
+            cpu_user_secs: run.cpu_user_secs,
+            cpu_system_secs: run.cpu_system_secs,
+            db_bytes: db_bytes(db)?,
+            measured_at: crate::report::now(),
+            server_fingerprint,
+        })
+    }
+}
+
+/// The manifest, `dataset.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Manifest {
+    pub(crate) dataset: DatasetSpec,
+    pub(crate) generated: Generated,
+    pub(crate) ingest: Option<IngestRecord>,
+}
+
+/// A dataset ready in the work directory.
+pub(crate) struct Prepared {
+    pub(crate) manifest: Manifest,
+    /// Whether it was there already.
+    pub(crate) reused: bool,
+}
+
+/// A dataset and its database.
+pub(crate) struct Ingested {
+    /// Always has `ingest` set.
+    pub(crate) manifest: Manifest,
+    pub(crate) dataset_reused: bool,
+    pub(crate) ingest_reused: bool,
+}
+
+pub(crate) fn events_path(dir: &Path) -> PathBuf {
+    dir.join("events.ndjson")
+}
+
+pub(crate) fn db_path(dir: &Path) -> PathBuf {
+    dir.join("bench.sqlite")
+}
+
+fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join("dataset.json")
+}
+
+/// Reuses the dataset in `dir` when it was made from `config` and is complete, else writes it.
+pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Result<Prepared> {
+    let spec = DatasetSpec::new(config);
+    if !fresh && let Some(manifest) = load_manifest(dir) {
+        let events_len = std::fs::metadata(events_path(dir)).map(|meta| meta.len());
+        if manifest.dataset.same_stream(&spec) && events_len.ok() == Some(manifest.generated.bytes)
+        {
+            eprintln!(
+                "bench: reusing the dataset in {} (--fresh to regenerate)",
+                dir.display()
+            );
+            return Ok(Prepared {
+                manifest,
+                reused: true,
+            });
+        }
+    }
+    // The manifest goes first: a run interrupted from here on leaves nothing to reuse.
+    let _ = std::fs::remove_file(manifest_path(dir));
+    remove_db(dir)?;
+    eprintln!(
+        "bench: generating {} blocks into {}",
+        config.blocks,
+        dir.display()
+    );
+    let generated = generate(dir, config)?;
+    let manifest = Manifest {
+        dataset: spec,
+        generated,
+        ingest: None,
+    };
+    save_manifest(dir, &manifest)?;
+    Ok(Prepared {
+        manifest,
+        reused: false,
+    })
+}
+
+fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
+    let path = events_path(dir);
+    let partial = path.with_extension("ndjson.partial");
+    let started = Instant::now();
+    let file =
+        File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
+    // The generator buffers by itself; this only makes its 64 KiB hand-offs into 1 MiB writes.
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let summary = ingest::generate(config, &mut out).context("cannot generate the dataset")?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    drop(out);
+    std::fs::rename(&partial, &path)
+        .with_context(|| format!("cannot rename {}", partial.display()))?;
+    let bytes = std::fs::metadata(&path)
+        .with_context(|| format!("cannot stat {}", path.display()))?
+        .len();
+    Ok(Generated {
+        events: summary.events,
+        blocks: summary.blocks,
+        ledger_entries: summary.ledger_entries,
+        oracle_data: summary.oracle_data,
+        bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// A missing or unreadable manifest just means there is nothing to reuse.
+fn load_manifest(dir: &Path) -> Option<Manifest> {
+    let text = std::fs::read(manifest_path(dir)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+pub(crate) fn save_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let path = manifest_path(dir);
+    let json = serde_json::to_vec_pretty(manifest).context("cannot encode the manifest")?;
+    std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Removes the database and its WAL files: ingest skips what is stored, so an old database
+/// would turn the next ingest into a no-op.
+pub(crate) fn remove_db(dir: &Path) -> Result<()> {
+    let db = db_path(dir);
+    for suffix in ["", "-wal", "-shm"] {
+        let path = with_suffix(&db, suffix);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                return Err(err).with_context(|| format!("cannot remove {}", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The database's size on disk, WAL included.
+fn db_bytes(db: &Path) -> Result<u64> {
+    let main = std::fs::metadata(db)
+        .with_context(|| format!("cannot stat {}", db.display()))?
+        .len();
+    let wal = std::fs::metadata(with_suffix(db, "-wal")).map_or(0, |meta| meta.len());
+    Ok(main + wal)
+}
+
+/// `path` with `suffix` appended to its file name, as SQLite names its side files.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}

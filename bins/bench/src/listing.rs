@@ -1,0 +1,235 @@
+//! Pages of the oracle data listing: latency percentiles on one keep-alive connection, and
+//! throughput at 1 and 4 concurrent clients.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use ingest::GenerateConfig;
+use ingest::generate::spec_id;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use crate::http_client::{Accept, Connection, FAST_BUFFER};
+use crate::stats::Summary;
+
+const ORACLE_PATH: &str = "/api/v2/oracle/data";
+
+/// Page size of the walk to 90% depth: the largest the API allows, to walk in few requests.
+const WALK_PAGE: u64 = 5000;
+
+/// Page size measured, as a UI would ask for.
+const PAGE: u32 = 100;
+
+/// A latency run stops after this long even if it has not made its requests.
+const LATENCY_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// Requests before the timed ones, so that the first samples do not pay for cold caches.
+const WARM_UP: u32 = 10;
+
+/// Bound on one client's requests in a throughput run, besides its deadline.
+const MAX_REQUESTS_PER_CLIENT: u64 = 10_000_000;
+
+/// How long one request may take before it counts as hung.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One page request to measure.
+pub(crate) struct PageCase {
+    pub(crate) name: &'static str,
+    pub(crate) path: String,
+}
+
+/// The pages measured: the first page, a page at 90% depth (after `deep_cursor`), the first
+/// page of the most frequent spec, and the latest value of that spec.
+pub(crate) fn cases(config: &GenerateConfig, deep_cursor: &str) -> Vec<PageCase> {
+    let spec = spec_id(config, 0);
+    vec![
+        PageCase {
+            name: "first page",
+            path: format!("{ORACLE_PATH}?pagination.first={PAGE}"),
+        },
+        PageCase {
+            name: "page at 90% depth",
+            path: format!("{ORACLE_PATH}?pagination.first={PAGE}&pagination.after={deep_cursor}"),
+        },
+        PageCase {
+            name: "spec 0, first page",
+            path: format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first={PAGE}"),
+        },
+        PageCase {
+            name: "spec 0, latest value",
+            path: format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first=1"),
+        },
+    ]
+}
+
+/// How much to measure per page.
+pub(crate) struct Plan {
+    /// Sequential requests for the latency percentiles.
+    pub(crate) requests: u32,
+    /// Length of each throughput run.
+    pub(crate) throughput: Duration,
+}
+
+/// Figures of one page request.
+#[derive(Debug, Serialize)]
+pub(crate) struct PageResult {
+    pub(crate) name: &'static str,
+    pub(crate) path: String,
+    pub(crate) body_bytes: usize,
+    /// One client, sequential requests on a keep-alive connection.
+    pub(crate) latency: Summary,
+    pub(crate) throughput: Vec<Throughput>,
+}
+
+/// Requests per second with `clients` keep-alive connections asking back to back.
+#[derive(Debug, Serialize)]
+pub(crate) struct Throughput {
+    pub(crate) clients: u32,
+    pub(crate) requests: u64,
+    pub(crate) seconds: f64,
+    pub(crate) per_sec: f64,
+}
+
+/// The clients of the throughput runs.
+pub(crate) const CLIENTS: [u32; 2] = [1, 4];
+
+pub(crate) async fn measure(addr: SocketAddr, case: &PageCase, plan: &Plan) -> Result<PageResult> {
+    let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
+    let mut body = Vec::new();
+    for _ in 0..WARM_UP {
+        request(&mut connection, &case.path, &mut body).await?;
+    }
+    let mut samples = Vec::with_capacity(plan.requests as usize);
+    let started = Instant::now();
+    for _ in 0..plan.requests {
+        if started.elapsed() > LATENCY_TIME_LIMIT {
+            break;
+        }
+        let sent = Instant::now();
+        request(&mut connection, &case.path, &mut body).await?;
+        samples.push(sent.elapsed());
+    }
+    drop(connection);
+
+    let mut throughput = Vec::new();
+    for clients in CLIENTS {
+        throughput.push(throughput_run(addr, &case.path, clients, plan.throughput).await?);
+    }
+    Ok(PageResult {
+        name: case.name,
+        path: case.path.clone(),
+        body_bytes: body.len(),
+        latency: Summary::of(&samples),
+        throughput,
+    })
+}
+
+async fn throughput_run(
+    addr: SocketAddr,
+    path: &str,
+    clients: u32,
+    duration: Duration,
+) -> Result<Throughput> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = JoinSet::new();
+    for _ in 0..clients {
+        let path = path.to_owned();
+        tasks.spawn(async move {
+            let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
+            let mut body = Vec::new();
+            let mut n_requests = 0u64;
+            while Instant::now() < deadline && n_requests < MAX_REQUESTS_PER_CLIENT {
+                request(&mut connection, &path, &mut body).await?;
+                n_requests += 1;
+            }
+            Ok::<_, anyhow::Error>(n_requests)
+        });
+    }
+    let mut requests = 0;
+    while let Some(joined) = tasks.join_next().await {
+        requests += joined.context("a client task failed")??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Throughput {
+        clients,
+        requests,
+        seconds,
+        per_sec: requests as f64 / seconds.max(1e-9),
+    })
+}
+
+/// One GET that must answer 200.
+async fn request(connection: &mut Connection, path: &str, body: &mut Vec<u8>) -> Result<()> {
+    let status = tokio::time::timeout(REQUEST_TIMEOUT, connection.get(path, Accept::Json, body))
+        .await
+        .with_context(|| format!("{path}: no answer within {REQUEST_TIMEOUT:?}"))??;
+    if status != 200 {
+        bail!(
+            "{path}: status {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(500)])
+        );
+    }
+    Ok(())
+}
+
+/// `v2ListOracleDataResponse`, reduced to what the walk needs.
+#[derive(Deserialize)]
+struct ListResponse {
+    #[serde(rename = "oracleData")]
+    oracle_data: OracleConnection,
+}
+
+#[derive(Deserialize)]
+struct OracleConnection {
+    edges: Vec<IgnoredAny>,
+    #[serde(rename = "pageInfo")]
+    page_info: PageInfo,
+}
+
+#[derive(Deserialize)]
+struct PageInfo {
+    #[serde(rename = "hasNextPage")]
+    has_next_page: bool,
+    #[serde(rename = "endCursor")]
+    end_cursor: String,
+}
+
+/// Walks the listing (newest first) in pages of 5000 until 90% of `total` rows, and returns
+/// the cursor there and the rows walked.
+pub(crate) async fn deep_cursor(addr: SocketAddr, total: u64) -> Result<(String, u64)> {
+    let target = total * 9 / 10;
+    anyhow::ensure!(target > 0, "the dataset has too few oracle data to walk");
+    let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
+    let mut body = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut walked = 0;
+    // A few pages of slack: a short page before the end would not stop the walk early.
+    for _ in 0..target.div_ceil(WALK_PAGE) + 10 {
+        // The last page is cut to land on the target exactly.
+        let size = (target - walked).min(WALK_PAGE);
+        let path = match &cursor {
+            None => format!("{ORACLE_PATH}?pagination.first={size}"),
+            Some(after) => {
+                format!("{ORACLE_PATH}?pagination.first={size}&pagination.after={after}")
+            }
+        };
+        request(&mut connection, &path, &mut body).await?;
+        let page: ListResponse = serde_json::from_slice(&body)
+            .with_context(|| format!("{path}: unexpected response"))?;
+        walked += page.oracle_data.edges.len() as u64;
+        cursor = Some(page.oracle_data.page_info.end_cursor);
+        if !page.oracle_data.page_info.has_next_page || walked >= target {
+            break;
+        }
+    }
+    let cursor = cursor
+        .filter(|cursor| !cursor.is_empty())
+        .context("the oracle listing is empty")?;
+    if walked < target {
+        eprintln!("bench: warning: the listing ended after {walked} rows, short of 90% of {total}");
+    }
+    Ok((cursor, walked))
+}

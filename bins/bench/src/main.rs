@@ -1,0 +1,259 @@
+//! `bench`: the end-to-end benchmark of the server, one command with a fixed seed.
+//!
+//! 1. Generates a synthetic event stream in process (`ingest::generate`) into a work directory,
+//!    with one very large party (party 0) and about a million oracle data.
+//! 2. Ingests it by running the real `server ingest` as a child process: wall time and peak RSS.
+//! 3. Runs `server serve` as a child process and measures it from this process over loopback:
+//!    the ledger export of the largest party (whole, one asset, a 1% time window, and a slow
+//!    reader while the server's memory is sampled) and pages of the oracle data listing (latency
+//!    percentiles, throughput at 1 and 4 clients).
+//! 4. Prints a table and writes the same figures as JSON to `<dir>/results.json`.
+//!
+//! The dataset and database are reused by the next run with the same flags, so that repeated
+//! runs measure the server rather than the generator. The `server` binary is looked up next to
+//! this executable: build both with `cargo build --release -p server -p bench`.
+//!
+//! The HTTP clients are hand-written over `TcpStream` on purpose: the benchmark must measure
+//! the server, so the client does no more than count bytes and newlines.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod dataset;
+mod export;
+mod http_client;
+mod listing;
+mod process;
+mod render;
+mod report;
+mod stats;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use crate::dataset::{DatasetArgs, Prepared};
+use crate::process::ServerProcess;
+
+/// End-to-end benchmark of the ledger export and the oracle data listing.
+///
+/// Generates a dataset (reused when the work directory already holds one made with the same
+/// flags), ingests it with `server ingest`, serves it with `server serve` and measures both
+/// endpoints over loopback. Build first: `cargo build --release -p server -p bench`.
+#[derive(Debug, Parser)]
+#[command(name = "bench", version)]
+struct Cli {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// Work directory for the dataset, database, logs and results [default: target/bench-data,
+    /// or target/bench-data-small with --small].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Regenerate the dataset and ingest it again even if the work directory holds a match.
+    #[arg(long)]
+    fresh: bool,
+    /// Ingest the existing dataset again (to measure the ingest) without regenerating it.
+    #[arg(long)]
+    reingest: bool,
+    /// The server binary [default: `server` next to this executable].
+    #[arg(long)]
+    server: Option<PathBuf>,
+    /// Also write the results as JSON to this file (they always go to `<dir>/results.json`).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Runs of each export; the table shows the median.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    export_runs: u32,
+    /// Seconds the slow reader reads the export for.
+    #[arg(long, default_value_t = 5.0)]
+    slow_secs: f64,
+    /// Bytes per second the slow reader accepts.
+    #[arg(long, default_value_t = 2_000_000)]
+    slow_rate: u64,
+    /// Requests per oracle page kind for the latency percentiles.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    requests: u32,
+    /// Seconds of each throughput measurement (per page kind, at 1 and at 4 clients).
+    #[arg(long, default_value_t = 3.0)]
+    throughput_secs: f64,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    // Checked up front, so that a bad flag does not cost a dataset generation first.
+    for (name, secs) in [
+        ("--slow-secs", cli.slow_secs),
+        ("--throughput-secs", cli.throughput_secs),
+    ] {
+        anyhow::ensure!(
+            secs.is_finite() && (0.1..=600.0).contains(&secs),
+            "{name} must be between 0.1 and 600 seconds, got {secs}"
+        );
+    }
+    anyhow::ensure!(cli.slow_rate > 0, "--slow-rate must be positive");
+
+    let dir = cli.dir.clone().unwrap_or_else(|| {
+        PathBuf::from(if cli.dataset.small {
+            "target/bench-data-small"
+        } else {
+            "target/bench-data"
+        })
+    });
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let server = process::locate_server(cli.server.as_deref())?;
+    let config = cli.dataset.config();
+
+    let prepared = dataset::prepare(&dir, &config, cli.fresh)?;
+    let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;
+
+    let db = dataset::db_path(&dir);
+    eprintln!("bench: starting {} serve", server.display());
+    let server_process = ServerProcess::start(&server, &db, &dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let measured = runtime.block_on(measure(&cli, &ingest.manifest, &server_process))?;
+    let serve_command = server_process.command.clone();
+    server_process.stop()?;
+
+    let results = report::Results::new(report::Inputs {
+        bench_command: std::env::args().collect::<Vec<_>>().join(" "),
+        serve_command,
+        dir: dir.clone(),
+        ingest,
+        measured,
+    });
+    println!("{}", render::render(&results));
+    let json = serde_json::to_vec_pretty(&results).context("cannot encode the results")?;
+    let mut outputs = vec![dir.join("results.json")];
+    outputs.extend(cli.json.clone());
+    for path in outputs {
+        std::fs::write(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("bench: results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Ingests the dataset unless the database of an earlier run can be reused: same dataset,
+/// ingest completed, and the same server binary (a rebuilt server may store data differently).
+fn ingest_step(
+    dir: &Path,
+    server: &Path,
+    prepared: Prepared,
+    reingest: bool,
+) -> Result<dataset::Ingested> {
+    let Prepared {
+        mut manifest,
+        reused,
+    } = prepared;
+    let fingerprint = process::fingerprint(server)?;
+    let db = dataset::db_path(dir);
+    if reused
+        && !reingest
+        && db.exists()
+        && let Some(record) = &manifest.ingest
+        && record.server_fingerprint == fingerprint
+    {
+        eprintln!(
+            "bench: reusing the database ingested at {} (--reingest to measure again)",
+            record.measured_at
+        );
+        return Ok(dataset::Ingested {
+            manifest,
+            dataset_reused: true,
+            ingest_reused: true,
+        });
+    }
+    dataset::remove_db(dir)?;
+    eprintln!(
+        "bench: ingesting {} ledger entries with {} ingest",
+        manifest.generated.ledger_entries,
+        server.display()
+    );
+    let run = process::run_ingest(server, &db, &dataset::events_path(dir), dir)?;
+    manifest.ingest = Some(dataset::IngestRecord::new(
+        &run,
+        &manifest.generated,
+        &db,
+        fingerprint,
+    )?);
+    dataset::save_manifest(dir, &manifest)?;
+    Ok(dataset::Ingested {
+        manifest,
+        dataset_reused: reused,
+        ingest_reused: false,
+    })
+}
+
+/// Everything measured over HTTP.
+pub(crate) struct Measured {
+    pub(crate) server_addr: SocketAddr,
+    pub(crate) slow_reader: export::SlowReaderResult,
+    pub(crate) exports: Vec<export::ExportResult>,
+    pub(crate) pages: Vec<listing::PageResult>,
+    pub(crate) deep_depth: u64,
+    pub(crate) memory_at_end: Option<process::Memory>,
+}
+
+async fn measure(
+    cli: &Cli,
+    manifest: &dataset::Manifest,
+    server: &ServerProcess,
+) -> Result<Measured> {
+    let addr = server.addr;
+    let config = manifest.dataset.config();
+    http_client::wait_until_ready(addr, Duration::from_secs(30)).await?;
+    let cases = export::cases(&config);
+
+    // The slow reader goes first so that the server's high-water mark (VmHWM) afterwards
+    // reflects that export alone, not the fast exports and page bursts.
+    eprintln!(
+        "bench: slow reader ({} B/s for {} s)",
+        cli.slow_rate, cli.slow_secs
+    );
+    let slow = export::SlowReaderConfig {
+        rate: cli.slow_rate,
+        duration: Duration::from_secs_f64(cli.slow_secs),
+    };
+    let slow_reader = export::slow_reader(addr, &cases[0].path, server.pid(), &slow).await?;
+
+    let mut exports = Vec::new();
+    for case in &cases {
+        eprintln!("bench: export {} x{}", case.name, cli.export_runs);
+        exports.push(export::measure(addr, case, cli.export_runs).await?);
+    }
+
+    eprintln!("bench: walking the oracle listing to 90% depth");
+    let (cursor, deep_depth) = listing::deep_cursor(addr, manifest.generated.oracle_data).await?;
+    let page_cases = listing::cases(&config, &cursor);
+    let plan = listing::Plan {
+        requests: cli.requests,
+        throughput: Duration::from_secs_f64(cli.throughput_secs),
+    };
+    let mut pages = Vec::new();
+    for case in &page_cases {
+        eprintln!("bench: oracle page {}", case.name);
+        pages.push(listing::measure(addr, case, &plan).await?);
+    }
+    Ok(Measured {
+        server_addr: addr,
+        slow_reader,
+        exports,
+        pages,
+        deep_depth,
+        memory_at_end: process::memory(server.pid()).ok(),
+    })
+}

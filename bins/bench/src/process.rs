@@ -1,0 +1,348 @@
+//! Child processes: finding the server binary, the measured ingest, the served server (killed
+//! when dropped, so that no error path leaves it running) and memory readings from `/proc`.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Serialize;
+
+/// GNU time: `-f "%M %U %S"` prints the child's peak RSS in KiB and its user and system CPU
+/// seconds, which is simpler than calling `wait4` (that needs libc, and the workspace forbids
+/// unsafe code).
+const GNU_TIME: &str = "/usr/bin/time";
+
+/// How long the server may take to open the database and report its address.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server binary: the explicit one, or `server` next to this executable.
+pub(crate) fn locate_server(explicit: Option<&Path>) -> Result<PathBuf> {
+    let path = match explicit {
+        Some(path) => path.to_owned(),
+        None => {
+            let exe = std::env::current_exe().context("cannot locate the bench executable")?;
+            let dir = exe
+                .parent()
+                .context("the bench executable has no directory")?;
+            dir.join(format!("server{}", std::env::consts::EXE_SUFFIX))
+        }
+    };
+    anyhow::ensure!(
+        path.is_file(),
+        "no server binary at {}: build it first with `cargo build --release -p server -p bench`, \
+         or pass --server",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// Size and modification time of a file: enough to notice a rebuilt server.
+pub(crate) fn fingerprint(path: &Path) -> Result<String> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_nanos());
+    Ok(format!("{}-{modified}", meta.len()))
+}
+
+/// A finished `server ingest`.
+pub(crate) struct IngestRun {
+    pub(crate) command: String,
+    pub(crate) seconds: f64,
+    /// `None` when GNU time is not installed, as are the CPU times.
+    pub(crate) peak_rss_kib: Option<u64>,
+    pub(crate) cpu_user_secs: Option<f64>,
+    pub(crate) cpu_system_secs: Option<f64>,
+}
+
+/// Runs `server ingest` on `events` into `db`, logging to `<dir>/ingest.log`.
+pub(crate) fn run_ingest(server: &Path, db: &Path, events: &Path, dir: &Path) -> Result<IngestRun> {
+    let log_path = dir.join("ingest.log");
+    let time_path = dir.join("ingest.time");
+    let _ = std::fs::remove_file(&time_path);
+    let timed = Path::new(GNU_TIME).is_file();
+    let mut command = if timed {
+        let mut command = Command::new(GNU_TIME);
+        command
+            .args(["-f", "%M %U %S", "-o"])
+            .arg(&time_path)
+            .arg(server);
+        command
+    } else {
+        Command::new(server)
+    };
+    command
+        .arg("ingest")
+        .arg("--db")
+        .arg(db)
+        .arg(events)
+        .arg("--quiet")
+        .env("NO_COLOR", "1");
+    redirect(&mut command, &log_path)?;
+    let shown = describe(&command);
+
+    let started = Instant::now();
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run `{shown}`"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!(
+            "`{shown}` failed ({status}); end of {}:\n{}",
+            log_path.display(),
+            tail(&log_path)
+        );
+    }
+    // GNU time writes "Command exited with …" before the figures when the child fails, so the
+    // figures are the last line.
+    let figures: Vec<String> = std::fs::read_to_string(&time_path)
+        .ok()
+        .and_then(|text| Some(text.lines().last()?.to_owned()))
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let figure = |index: usize| figures.get(index).map(String::as_str);
+    Ok(IngestRun {
+        command: shown,
+        seconds,
+        peak_rss_kib: figure(0).and_then(|text| text.parse().ok()),
+        cpu_user_secs: figure(1).and_then(|text| text.parse().ok()),
+        cpu_system_secs: figure(2).and_then(|text| text.parse().ok()),
+    })
+}
+
+/// A running `server serve`; killed when dropped.
+pub(crate) struct ServerProcess {
+    child: KillOnDrop,
+    pub(crate) addr: SocketAddr,
+    pub(crate) command: String,
+}
+
+impl ServerProcess {
+    /// Starts `server serve` on a port the kernel picks, and waits for it to log that port.
+    /// Asking for port 0 and reading it back avoids the race of probing for a free port.
+    pub(crate) fn start(server: &Path, db: &Path, dir: &Path) -> Result<Self> {
+        let log_path = dir.join("server.log");
+        let mut command = Command::new(server);
+        command
+            .arg("serve")
+            .arg("--db")
+            .arg(db)
+            .args(["--listen", "127.0.0.1:0"])
+            // Plain `info`: the address line must be there, and debug logging would slow the
+            // server down. NO_COLOR keeps escape codes out of the line we parse.
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1");
+        redirect(&mut command, &log_path)?;
+        let shown = describe(&command);
+        let child = command
+            .spawn()
+            .with_context(|| format!("cannot run `{shown}`"))?;
+        let mut child = KillOnDrop(child);
+        let addr = wait_for_addr(&mut child.0, &log_path)?;
+        Ok(Self {
+            child,
+            addr,
+            command: shown,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
+    /// Kills the server and reaps it.
+    pub(crate) fn stop(mut self) -> Result<()> {
+        self.child.0.kill().context("cannot stop the server")?;
+        self.child.0.wait().context("cannot reap the server")?;
+        Ok(())
+    }
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Both fail harmlessly when the child is already gone.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_addr(child: &mut Child, log_path: &Path) -> Result<SocketAddr> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let log = std::fs::read_to_string(log_path).unwrap_or_default();
+        if let Some(addr) = serving_addr(&log) {
+            return Ok(addr);
+        }
+        if let Some(status) = child.try_wait().context("cannot check on the server")? {
+            bail!(
+                "the server exited ({status}) before serving; end of {}:\n{}",
+                log_path.display(),
+                tail(log_path)
+            );
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "the server did not log its address within {START_TIMEOUT:?}; see {}",
+                log_path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The address in the server's `serving addr=…` log line.
+fn serving_addr(log: &str) -> Option<SocketAddr> {
+    log.lines().map(strip_ansi).find_map(|line| {
+        if !line.contains("serving") {
+            return None;
+        }
+        let (_, rest) = line.split_once("addr=")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Removes `ESC [ … letter` sequences, in case a logger colours despite NO_COLOR.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Sends the child's output to a log file: a pipe nobody reads would block the child.
+fn redirect(command: &mut Command, log_path: &Path) -> Result<()> {
+    let log =
+        File::create(log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let stdout = log
+        .try_clone()
+        .with_context(|| format!("cannot reopen {}", log_path.display()))?;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(log));
+    Ok(())
+}
+
+/// The command as one would type it (without quoting).
+fn describe(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The last lines of a log, for error messages.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Memory of a process, from `/proc/<pid>/status`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Memory {
+    /// Resident set size now.
+    pub(crate) rss_kib: u64,
+    /// Peak resident set size over the process's life.
+    pub(crate) hwm_kib: u64,
+}
+
+pub(crate) fn memory(pid: u32) -> Result<Memory> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let field = |name: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| anyhow!("{path} has no {name}"))
+    };
+    Ok(Memory {
+        rss_kib: field("VmRSS")?,
+        hwm_kib: field("VmHWM")?,
+    })
+}
+
+/// Samples a process's RSS on a thread of its own, so that the async runtime's load cannot
+/// delay the samples.
+pub(crate) struct RssSampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<u64>>,
+}
+
+/// Samples kept at most: an hour at 100 ms.
+const MAX_SAMPLES: usize = 36_000;
+
+impl RssSampler {
+    pub(crate) fn start(pid: u32, every: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !stop_flag.load(Ordering::Relaxed) && samples.len() < MAX_SAMPLES {
+                if let Ok(memory) = memory(pid) {
+                    samples.push(memory.rss_kib);
+                }
+                std::thread::sleep(every);
+            }
+            samples
+        });
+        Self { stop, handle }
+    }
+
+    /// Stops sampling and returns the samples, in KiB.
+    pub(crate) fn finish(self) -> Result<Vec<u64>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| anyhow!("the memory sampler panicked"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(log: &str, expected: Option<&str>) {
+        assert_eq!(
+            serving_addr(log),
+            expected.map(|addr| addr.parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn serving_addr_is_read_from_the_log() {
+        check(
+            "2026-01-01T00:00:00Z  INFO server::commands: serving addr=127.0.0.1:4100 db=x.sqlite",
+            Some("127.0.0.1:4100"),
+        );
+        check(
+            "\u{1b}[32m INFO\u{1b}[0m serving \u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m127.0.0.1:9 db=a",
+            Some("127.0.0.1:9"),
+        );
+        check("INFO try: curl 'http://127.0.0.1:1/'\n", None);
+        check("", None);
+    }
+}

@@ -1,0 +1,254 @@
+//! The results as plain-text tables, for the terminal.
+
+use crate::listing::CLIENTS;
+use crate::report::Results;
+
+/// The results as plain-text tables.
+pub(crate) fn render(results: &Results) -> String {
+    let mut out = String::new();
+    let machine = &results.machine;
+    let config = &results.dataset.config;
+    let generated = &results.dataset.generated;
+    out += &format!(
+        "bench {}  seed {}\nmachine: {} cores, {} MiB, {}, {} (kernel {})\n\n",
+        results.timestamp,
+        config.seed,
+        machine.cores,
+        machine.memory_total_mib.map_or("?".to_owned(), int_u),
+        machine.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        machine.os,
+        machine.kernel.as_deref().unwrap_or("?"),
+    );
+    out += &format!(
+        "dataset  {} blocks, {} ledger entries, {} oracle data, {} events, {:.0} MB of NDJSON ({})\n",
+        int_u(generated.blocks),
+        int_u(generated.ledger_entries),
+        int_u(generated.oracle_data),
+        int_u(generated.events),
+        generated.bytes as f64 / 1e6,
+        if results.dataset.reused {
+            "reused".to_owned()
+        } else {
+            format!("generated in {:.1} s", generated.seconds)
+        },
+    );
+    if let Some(ingest) = &results.ingest.record {
+        out += &format!(
+            "ingest   {:.1} s, {} entries/s, {} events/s, CPU {}, peak RSS {}, database {:.0} MB{}\n\n",
+            ingest.seconds,
+            int(ingest.entries_per_sec),
+            int(ingest.events_per_sec),
+            match (ingest.cpu_user_secs, ingest.cpu_system_secs) {
+                (Some(user), Some(system)) => format!("{user:.1} s user + {system:.1} s system"),
+                _ => "n/a".to_owned(),
+            },
+            ingest.peak_rss_kib.map_or("n/a".to_owned(), mib),
+            ingest.db_bytes as f64 / 1e6,
+            if results.ingest.reused {
+                format!(" (measured {}, database reused)", ingest.measured_at)
+            } else {
+                String::new()
+            },
+        );
+    }
+
+    let runs = results
+        .exports
+        .first()
+        .map_or(0, |export| export.time.count);
+    out += &format!("export of party 0 as CSV: median of {runs} runs [min-max]\n");
+    let rows: Vec<Vec<String>> = results
+        .exports
+        .iter()
+        .map(|export| {
+            vec![
+                export.name.to_owned(),
+                int_u(export.rows),
+                format!("{:.1}", export.bytes as f64 / 1e6),
+                spread(
+                    export.time.p50_ms,
+                    export.time.min_ms,
+                    export.time.max_ms,
+                    1,
+                ),
+                int(export.rows_per_sec),
+                format!("{:.1}", export.mb_per_sec),
+                spread(
+                    export.ttfb.p50_ms,
+                    export.ttfb.min_ms,
+                    export.ttfb.max_ms,
+                    1,
+                ),
+                format!("{:.1}", export.first_row.p50_ms),
+            ]
+        })
+        .collect();
+    out += &table(
+        &[
+            "case",
+            "rows",
+            "MB",
+            "time ms",
+            "rows/s",
+            "MB/s",
+            "TTFB ms",
+            "1st row ms",
+        ],
+        &rows,
+    );
+
+    let slow = &results.slow_reader;
+    out += &format!(
+        "\nslow reader: {:.1} MB in {:.1} s (target {:.1} MB/s); server RSS {} before, peak {} \
+         (100 ms samples), VmHWM {} after, {} after hang-up\n\n",
+        slow.bytes_read as f64 / 1e6,
+        slow.seconds,
+        slow.target_bytes_per_sec as f64 / 1e6,
+        mib(slow.rss_before_kib),
+        mib(slow.peak_rss_kib),
+        mib(slow.hwm_after_kib),
+        mib(slow.rss_after_close_kib),
+    );
+
+    out += &format!(
+        "oracle listing: one keep-alive client for latency; req/s with {CLIENTS:?} clients\n"
+    );
+    let rows: Vec<Vec<String>> = results
+        .oracle_pages
+        .iter()
+        .map(|page| {
+            let mut row = vec![
+                page.name.to_owned(),
+                int_u(page.body_bytes as u64),
+                int_u(page.latency.count as u64),
+                format!("{:.3}", page.latency.p50_ms),
+                format!("{:.3}", page.latency.p99_ms),
+                format!("{:.3}", page.latency.max_ms),
+            ];
+            row.extend(page.throughput.iter().map(|run| int(run.per_sec)));
+            row
+        })
+        .collect();
+    out += &table(
+        &[
+            "page", "bytes", "requests", "p50 ms", "p99 ms", "max ms", "req/s x1", "req/s x4",
+        ],
+        &rows,
+    );
+    out += &format!(
+        "deep page after {} rows; p50 deep / p50 first = {:.2}\n",
+        int_u(results.deep_page_depth),
+        results.deep_over_first_p50
+    );
+    if let Some(memory) = &results.server_memory_at_end {
+        out += &format!(
+            "server at the end: RSS {}, VmHWM {}\n",
+            mib(memory.rss_kib),
+            mib(memory.hwm_kib)
+        );
+    }
+
+    out += "\ntargets\n";
+    let rows: Vec<Vec<String>> = results
+        .targets
+        .iter()
+        .map(|target| {
+            vec![
+                target.name.to_owned(),
+                if target.value >= 100.0 {
+                    int(target.value)
+                } else {
+                    format!("{:.2}", target.value)
+                },
+                target.goal.clone(),
+                if target.met { "met" } else { "MISSED" }.to_owned(),
+            ]
+        })
+        .collect();
+    out += &table(&["figure", "value", "goal", ""], &rows);
+    out
+}
+
+/// Columns padded to their widest cell: the first left-aligned, the others right-aligned.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (index, (cell, width)) in cells.zip(&widths).enumerate() {
+            if index == 0 {
+                text += &format!("{cell:<width$}");
+            } else {
+                text += &format!("  {cell:>width$}");
+            }
+        }
+        text.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    for row in rows {
+        out += &line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// `median [min-max]`.
+fn spread(median: f64, min: f64, max: f64, decimals: usize) -> String {
+    format!("{median:.decimals$} [{min:.decimals$}-{max:.decimals$}]")
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// A rate or count, rounded, with thousands separators.
+pub(crate) fn int(value: f64) -> String {
+    if !value.is_finite() || value < 0.0 {
+        return format!("{value:.0}");
+    }
+    int_u(value.round() as u64)
+}
+
+fn int_u(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_get_thousands_separators() {
+        for (value, expected) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (1_234_567, "1,234,567"),
+        ] {
+            assert_eq!(int_u(value), expected);
+        }
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let rows = vec![
+            vec!["a".to_owned(), "1".to_owned()],
+            vec!["long name".to_owned(), "1,000".to_owned()],
+        ];
+        assert_eq!(
+            table(&["name", "n"], &rows),
+            "name           n\na              1\nlong name  1,000\n"
+        );
+    }
+}
