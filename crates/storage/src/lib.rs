@@ -3,7 +3,8 @@
 //! The crate has two halves:
 //! - backend-neutral traits and query types ([`LedgerStore`], [`OracleStore`], [`IngestWriter`],
 //!   [`Health`]) that the HTTP layer and the ingest pipeline program against;
-//! - [`SqliteStore`], the embedded SQLite implementation (schema, migrations, row mapping).
+//! - [`SqliteStore`], the embedded SQLite implementation (schema, migrations, row mapping), behind
+//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it.
 //!
 //! Values are encoded once, at ingest: a ledger row is stored as the finished CSV line as seen by
 //! one party, an oracle datum as its finished Vega JSON node. Reads only copy bytes.
@@ -18,8 +19,9 @@
 
 mod error;
 mod model;
+#[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod suite;
 
 pub use error::Error;
@@ -27,4 +29,5 @@ pub use model::{
     BlockRecord, BlockState, ExportSink, ExportSummary, Health, IngestBatch, IngestWriter,
     LedgerRow, LedgerStore, OracleRow, OracleStore,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::{Examples, SqliteConfig, SqliteStore, SqliteWriter};
