@@ -8,6 +8,30 @@ use crate::{Effect, Hex, LedgerEntry, PartyId, VegaTime};
 /// The export's header line, naming the columns [`CsvRowEncoder::encode`] writes.
 pub const CSV_HEADER: &str = "vega_time,quantity,effect,transfer_type,asset_id,account_from_market_id,account_from_party_id,account_from_account_type,account_from_balance,account_to_market_id,account_to_party_id,account_to_account_type,account_to_balance\n";
 
+/// Bytes of the `vega_time` column: nine-digit RFC 3339 is 30 bytes for every `i64` of
+/// nanoseconds, since the year always has four digits.
+pub const VEGA_TIME_LEN: usize = RFC3339_NANOS_LEN;
+
+/// The `vega_time` column of `vega_time`, for [`restamp`].
+pub fn vega_time_column(vega_time: VegaTime) -> [u8; VEGA_TIME_LEN] {
+    let mut column = [0u8; VEGA_TIME_LEN];
+    vega_time.write_rfc3339(&mut column);
+    column
+}
+
+/// Overwrites the `vega_time` column of a record written by [`CsvRowEncoder::encode`].
+///
+/// The column has a fixed width, so a record can be encoded where its event is parsed, before
+/// the time of its block is known, and stamped in place once it is, without a copy. Blocks
+/// share one time, so the caller formats each time once with [`vega_time_column`].
+pub fn restamp(record: &mut [u8], column: &[u8; VEGA_TIME_LEN]) {
+    assert!(
+        record.get(VEGA_TIME_LEN) == Some(&b','),
+        "not a record of CsvRowEncoder::encode"
+    );
+    record[..VEGA_TIME_LEN].copy_from_slice(column);
+}
+
 /// Encodes ledger entries as CSV records, one at a time, reusing its buffers.
 ///
 /// The export runs at hundreds of thousands of rows per second, so after the first row the
@@ -49,7 +73,7 @@ impl CsvRowEncoder {
     /// the same for any row it would meet. A debit of zero is written `0`, not `-0`, as
     /// PostgreSQL's negation of a zero quantity prints in Vega's export.
     pub fn encode(&mut self, vega_time: VegaTime, entry: &LedgerEntry, party: PartyId) -> &[u8] {
-        let mut time_buf = [0u8; RFC3339_NANOS_LEN];
+        let mut time_buf = [0u8; VEGA_TIME_LEN];
         let time = vega_time.write_rfc3339(&mut time_buf);
         let amount = entry.amount.as_str();
         let effect = match entry.effect_for(party).unwrap_or(Effect::Neutral) {
@@ -321,6 +345,33 @@ mod tests {
             "2023-07-22T04:26:41.014070079Z,1,0,TRANSFER_TYPE_WIN,<asset>,,network,EXTERNAL,0,,network,GLOBAL_REWARD,1\n",
         );
         assert!(long_len > 400);
+    }
+
+    #[test]
+    fn restamping_replaces_only_the_time_column() {
+        let deposit = entry(
+            account(Owner::Network, AccountType::External, None),
+            account(party(ALICE), AccountType::General, None),
+            "100",
+            ("0", "100"),
+            TransferType::Deposit,
+        );
+        let mut encoder = CsvRowEncoder::new();
+        let alice = ALICE.parse().unwrap();
+        let expected = encoder
+            .encode(VegaTime::from_nanos(TIME), &deposit, alice)
+            .to_vec();
+        for placeholder in [i64::MIN, -1, 0, i64::MAX] {
+            let mut record = encoder
+                .encode(VegaTime::from_nanos(placeholder), &deposit, alice)
+                .to_vec();
+            restamp(&mut record, &vega_time_column(VegaTime::from_nanos(TIME)));
+            assert_eq!(record, expected);
+        }
+        assert_eq!(
+            &vega_time_column(VegaTime::from_nanos(TIME)),
+            b"2023-07-22T04:26:41.014070079Z"
+        );
     }
 
     #[test]

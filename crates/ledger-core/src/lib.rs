@@ -10,7 +10,8 @@
 //! - [`LedgerEntry`] with its [`Account`]s, the [`Effect`] it has on a party, and the
 //!   [`EntryKey`] that orders every answer;
 //! - [`ExportFilter`] and [`TimeRange`], the parsed form of an export request;
-//! - [`CsvRowEncoder`] and [`CSV_HEADER`], the export's CSV rows.
+//! - [`CsvRowEncoder`] and [`CSV_HEADER`], the export's CSV rows, and [`restamp`], which sets
+//!   the time of a row encoded before its block's time was known.
 //!
 //! Every fallible operation returns the crate's one [`Error`].
 //!
@@ -32,7 +33,7 @@ mod id;
 mod time;
 
 pub use crate::amount::Amount;
-pub use crate::csv::{CSV_HEADER, CsvRowEncoder};
+pub use crate::csv::{CSV_HEADER, CsvRowEncoder, VEGA_TIME_LEN, restamp, vega_time_column};
 pub use crate::entry::{Account, Effect, EntryKey, LedgerEntry};
 pub use crate::enums::{AccountType, TransferType};
 pub use crate::error::Error;

@@ -123,8 +123,12 @@ impl IngestBatch {
     }
 }
 
-/// The single writer of a store.
-pub trait IngestWriter {
+/// The single writer of a store. `Send`, because an ingest commits on a thread of its own.
+pub trait IngestWriter: Send {
+    /// The height of the highest block stored, if any: blocks above it need no
+    /// [`block_state`](Self::block_state) lookup, which spares an appending ingest one query per
+    /// block.
+    fn last_block(&mut self) -> Result<Option<u64>, Error>;
     /// What is already stored of block `height`, if anything.
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error>;
     /// Writes the batch in one transaction: all of it or none of it. Rows already stored are

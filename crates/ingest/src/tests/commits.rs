@@ -30,6 +30,10 @@ impl<'w> Recording<'w> {
 }
 
 impl IngestWriter for Recording<'_> {
+    fn last_block(&mut self) -> Result<Option<u64>, storage::Error> {
+        self.inner.last_block()
+    }
+
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, storage::Error> {
         self.inner.block_state(height)
     }

@@ -341,3 +341,42 @@ fn line_that_is_not_utf8_is_a_line_error() {
     let mut writer = temp.store.writer().unwrap();
     assert!(writer.block_state(1).unwrap().is_some());
 }
+
+#[test]
+fn line_longer_than_the_limit_is_a_line_error() {
+    let lines = stream(&ledger_line(good_entry()));
+    let longest = lines.iter().map(String::len).max().unwrap();
+    let mut long = lines.clone();
+    long[BAD_LINE as usize - 1] = format!("{{\"id\":\"2-4\",\"pad\":\"{}\"}}", "x".repeat(longest));
+    let options = crate::IngestOptions {
+        max_line_bytes: longest + 10,
+        ..crate::IngestOptions::default()
+    };
+    // A small buffer makes every line straddle several fills, the case the limit guards.
+    let temp = TempStore::new();
+    let result = crate::ingest(
+        std::io::BufReader::with_capacity(16, text(&long).as_bytes()),
+        &mut temp.store.writer().unwrap(),
+        &options,
+        &mut |_| {},
+    );
+    match result {
+        Err(IngestError::Line { line, reason }) => {
+            assert_eq!(line, BAD_LINE);
+            assert_eq!(
+                reason,
+                format!("line is longer than {} bytes", longest + 10)
+            );
+        }
+        other => panic!("expected a line error, got {other:?}"),
+    }
+    // The limit counts bytes, not lines: the good stream passes under it.
+    let temp = TempStore::new();
+    crate::ingest(
+        std::io::BufReader::with_capacity(16, text(&lines).as_bytes()),
+        &mut temp.store.writer().unwrap(),
+        &options,
+        &mut |_| {},
+    )
+    .unwrap();
+}

@@ -38,6 +38,8 @@ fn sample_stream_ingests_and_a_rerun_adds_nothing() {
 
     let rerun = temp.ingest(&input).unwrap();
     assert_eq!(rerun.skipped_events, SAMPLE_EVENTS);
+    // Blocks stored whole are not even written again: the re-run commits nothing.
+    assert_eq!(rerun.blocks, 0);
     assert_eq!(
         (
             rerun.events,
@@ -158,5 +160,26 @@ fn block_cut_in_a_stream_without_end_block_resumes_where_it_stopped() {
         // The rest alone, or the whole input again.
         check_cut((&lines, &reference), cut, cut, 0);
         check_cut((&lines, &reference), cut, 0, 0);
+    }
+}
+
+#[test]
+fn lines_straddling_buffer_fills_and_a_missing_last_newline_read_the_same() {
+    let input = join(&sample_lines());
+    let reference = TempStore::with(&input).snapshot(&input);
+    let unterminated = input.trim_end_matches('\n');
+    for capacity in [1, 7, 64, 4096] {
+        for text in [input.as_str(), unterminated] {
+            let temp = TempStore::new();
+            let stats = crate::ingest(
+                std::io::BufReader::with_capacity(capacity, text.as_bytes()),
+                &mut temp.store.writer().unwrap(),
+                &crate::IngestOptions::default(),
+                &mut |_| {},
+            )
+            .unwrap();
+            assert_eq!(stats.events, SAMPLE_EVENTS, "capacity {capacity}");
+            assert_eq!(temp.snapshot(&input), reference, "capacity {capacity}");
+        }
     }
 }

@@ -198,6 +198,15 @@ impl SqliteWriter {
 }
 
 impl IngestWriter for SqliteWriter {
+    fn last_block(&mut self) -> Result<Option<u64>, Error> {
+        self.conn
+            .query_row("SELECT max(height) FROM blocks", [], |row| {
+                row.get::<_, Option<i64>>(0)
+            })
+            .map(|height| height.map(|height| height as u64))
+            .map_err(map_err)
+    }
+
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error> {
         // No stored block is that high: heights are stored as signed 64-bit integers.
         let Ok(height) = sql_int(height) else {
