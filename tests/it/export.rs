@@ -570,6 +570,7 @@ fn aborted_exports_release_their_permits_and_connections() {
         set.dataset.store.clone(),
         AppConfig {
             max_concurrent_exports: 2,
+            ..AppConfig::default()
         },
     );
     let whale_party = reference.largest_party();

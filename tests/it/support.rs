@@ -57,7 +57,7 @@ impl Dataset {
         let stream = generate(config, &mut self.summary);
         let mut writer = self.store.writer().expect("open writer");
         ingest::ingest(
-            stream.as_slice(),
+            io::Cursor::new(stream.clone()),
             &mut writer,
             &IngestOptions::default(),
             &mut |_| {},

@@ -4,7 +4,10 @@
 //! A thin composition of the workspace crates: flags and environment, logging, opening the
 //! store, binding, signals and exit codes.
 
-mod commands;
+mod generate;
+mod ingest;
+mod logging;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,37 +24,55 @@ const DEFAULT_DB: &str = "datanode.sqlite";
 
 /// Vega data-node compatible ledger export and oracle data API.
 ///
-/// With no command, serves on 127.0.0.1:3008 from ./datanode.sqlite, creating it with a demo
-/// dataset when it does not exist yet.
+/// Without a command, serves (the flags of `serve` apply): on 127.0.0.1:3008 from
+/// ./datanode.sqlite, which is created with a demo dataset when it does not exist yet.
+/// Every flag has an environment variable, shown in brackets; flags win.
 #[derive(Debug, Parser)]
-#[command(name = "server", version, propagate_version = true)]
+#[command(
+    name = "server",
+    version,
+    propagate_version = true,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: serve::ServeArgs,
+    /// Log format on standard error; the level comes from RUST_LOG (default info).
+    #[arg(
+        long,
+        global = true,
+        env = "DATANODE_LOG_FORMAT",
+        value_enum,
+        default_value_t = logging::LogFormat::Text
+    )]
+    log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API.
-    Serve(commands::ServeArgs),
+    /// Serve the HTTP API (the default command).
+    Serve(serve::ServeArgs),
     /// Load a Vega event stream (newline-delimited JSON bus events) into the store.
-    Ingest(commands::IngestArgs),
+    Ingest(ingest::IngestArgs),
     /// Write a synthetic, internally consistent Vega event stream.
-    Generate(commands::GenerateArgs),
+    Generate(generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    commands::init_logging();
+    logging::init(cli.log_format);
     let result = match cli.command {
-        None => commands::serve(commands::ServeArgs::default_for_quick_start()),
-        Some(Command::Serve(args)) => commands::serve(args),
-        Some(Command::Ingest(args)) => commands::ingest(args),
-        Some(Command::Generate(args)) => commands::generate(args),
+        None => serve::serve(cli.serve),
+        Some(Command::Serve(args)) => serve::serve(args),
+        Some(Command::Ingest(args)) => ingest::ingest(args),
+        Some(Command::Generate(args)) => generate::generate(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            tracing::error!("{err:#}");
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }

@@ -7,7 +7,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 fn server() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
@@ -110,6 +111,8 @@ fn a_malformed_line_stops_the_ingest_naming_the_line() {
 struct Serving {
     child: Child,
     addr: String,
+    /// The server's log lines, as it writes them.
+    log: mpsc::Receiver<String>,
 }
 
 impl Drop for Serving {
@@ -119,41 +122,66 @@ impl Drop for Serving {
     }
 }
 
-fn serve(command: &mut Command) -> Serving {
-    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "server exited before serving"
-        );
-        if let Some(rest) = line.split("addr=").nth(1) {
-            let addr: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
-            break strip_ansi(&addr);
-        }
-    };
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Serving { child, addr }
-}
-
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
+impl Serving {
+    /// The next log line satisfying `wanted`, waiting up to ten seconds.
+    #[track_caller]
+    fn log_line(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if wanted(&line) => return line,
+                Ok(_) => {}
+                Err(err) => panic!("no such log line: {err}"),
             }
-        } else {
-            out.push(c);
         }
     }
-    out
+
+    fn signal(&self, name: &str) {
+        signal(&self.child, name);
+    }
+}
+
+/// Sends signal `name` (`TERM`, `INT`) to `child`.
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Starts `command` and waits for its start-up line; the log keeps being read, so that the
+/// server never blocks on a full pipe.
+fn serve(command: &mut Command) -> Serving {
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (sender, log) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { return };
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut serving = Serving {
+        child,
+        addr: String::new(),
+        log,
+    };
+    let line = serving.log_line(|line| line.contains("serving"));
+    serving.addr = if line.starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        value["addr"].as_str().unwrap().to_owned()
+    } else {
+        let rest = line
+            .split("addr=")
+            .nth(1)
+            .expect("the start-up line names its address");
+        rest.chars().take_while(|c| !c.is_whitespace()).collect()
+    };
+    serving
 }
 
 fn http_get(addr: &str, path: &str) -> String {
@@ -185,11 +213,7 @@ fn quick_start_serves_a_demo_database_and_stops_on_sigterm() {
     assert!(response.contains("\"hasNextPage\":true"), "{response}");
 
     let mut serving = serving;
-    let status = Command::new("kill")
-        .args(["-TERM", &serving.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    serving.signal("TERM");
     let exit = serving.child.wait().unwrap();
     assert!(exit.success(), "{exit:?}");
 }
@@ -205,4 +229,164 @@ fn an_explicit_database_is_never_filled_with_demo_data() {
     );
     let response = http_get(&serving.addr, "/api/v2/oracle/data");
     assert!(response.contains(r#""edges":[]"#), "{response}");
+}
+
+#[test]
+fn every_request_is_logged_and_json_logs_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    for json in [false, true] {
+        let mut command = server();
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(&db);
+        if json {
+            command.args(["--log-format", "json"]);
+        }
+        let serving = serve(&mut command);
+        let response = http_get(&serving.addr, "/health?probe=1");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        let line = serving.log_line(|line| line.contains("access"));
+        if json {
+            let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(entry["path"], "/health?probe=1", "{line}");
+            assert_eq!(entry["method"], "GET");
+            assert_eq!(entry["status"], 200);
+            assert_eq!(entry["bytes"], 2);
+            assert_eq!(entry["outcome"], "complete");
+            assert!(entry["duration_ms"].as_f64().unwrap() >= 0.0);
+        } else {
+            for field in [
+                "method=GET",
+                "path=/health?probe=1",
+                "status=200",
+                "bytes=2",
+                "duration_ms=",
+            ] {
+                assert!(line.contains(field), "{field} not in {line}");
+            }
+        }
+    }
+}
+
+/// Writes the first half of `events`' lines, whole lines only, and flushes.
+fn write_first_half(stdin: &mut impl Write, events: &str) {
+    let lines: Vec<&str> = events.lines().collect();
+    for line in &lines[..lines.len() / 2] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+}
+
+/// `GET path` on a fresh connection, returning the body of a 200 answer.
+fn body_of(addr: &str, path: &str) -> String {
+    let response = http_get(addr, path);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    body.to_owned()
+}
+
+/// Polls `GET path` until its body satisfies `done`.
+#[track_caller]
+fn wait_for(addr: &str, path: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = body_of(addr, path);
+        if done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "{path} never got there: {body}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_ingests_a_live_stream_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = std::fs::read_to_string(generate(dir.path(), "40")).unwrap();
+    let db = dir.path().join("live.sqlite");
+    let mut command = server();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--ingest", "-", "--db"])
+        .arg(&db)
+        .stdin(Stdio::piped());
+    let mut serving = serve(&mut command);
+    let mut stdin = serving.child.stdin.take().unwrap();
+    // Half the stream: the API shows it while the input stays open.
+    write_first_half(&mut stdin, &events);
+    wait_for(
+        &serving.addr,
+        "/api/v2/oracle/data?pagination.first=1",
+        |body| body.contains("\"hasNextPage\":true"),
+    );
+    let metrics = wait_for(&serving.addr, "/metrics", |body| {
+        body.contains("datanode_ingest_running 1")
+            && body.lines().any(|line| {
+                line.starts_with("datanode_ingest_events_total ") && !line.ends_with(" 0")
+            })
+    });
+    assert!(
+        metrics.contains("datanode_ingest_last_block_height "),
+        "{metrics}"
+    );
+
+    // SIGTERM with the input still open: the ingest stops at a block boundary and the
+    // process exits cleanly.
+    serving.signal("TERM");
+    let exit = serving.child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    drop(stdin);
+
+    // What was stored is whole blocks: a full re-run adds exactly the rest.
+    let again = run_ok(
+        server()
+            .args(["ingest", "--db"])
+            .arg(&db)
+            .arg(generate(dir.path(), "40")),
+    );
+    let again = String::from_utf8(again.stderr).unwrap();
+    assert!(again.contains("ingest done"), "{again}");
+    assert!(
+        !again.contains(" 0 skipped"),
+        "the first half was stored: {again}"
+    );
+}
+
+#[test]
+fn ingest_stops_at_a_block_boundary_on_sigterm_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let events_path = generate(dir.path(), "30");
+    let events = std::fs::read_to_string(&events_path).unwrap();
+    let db = dir.path().join("db.sqlite");
+    let mut child = server()
+        .args(["ingest", "--progress", "--db"])
+        .arg(&db)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    write_first_half(&mut stdin, &events);
+    // Progress lines follow commits: the first one says blocks are stored.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ledger entries") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    signal(&child, "TERM");
+    let exit = child.wait().unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(exit.success(), "{exit:?}: {rest}");
+    assert!(rest.contains("stopped by a signal"), "{rest}");
+    drop(stdin);
+
+    let again = run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&events_path));
+    let again = String::from_utf8(again.stderr).unwrap();
+    assert!(again.contains("ingest done"), "{again}");
+    let third = run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&events_path));
+    let third = String::from_utf8(third.stderr).unwrap();
+    assert!(third.contains("ingest done: 0 events"), "{third}");
 }

@@ -1,7 +1,8 @@
-//! `Accept` negotiation between the CSV file and the documented stream of JSON messages.
+//! `Accept` negotiation between the CSV file and the documented stream of JSON messages, and the
+//! weighted-list syntax that `Accept` shares with `Accept-Encoding`.
 
 use hyper::HeaderMap;
-use hyper::header::ACCEPT;
+use hyper::header::{ACCEPT, HeaderName};
 
 /// The two forms of the export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,13 +16,8 @@ pub(crate) enum ExportForm {
 /// The message form only when the client prefers JSON over CSV; a missing or unparseable
 /// `Accept` gets the file, which is what browsers and `curl` expect.
 pub(crate) fn export_form(headers: &HeaderMap) -> ExportForm {
-    let ranges: Vec<(&str, f32)> = headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(parse_range)
-        .collect();
+    let mut ranges = weighted_items(headers, ACCEPT);
+    ranges.retain(|(range, _)| range.contains('/'));
     if ranges.is_empty() {
         return ExportForm::Csv;
     }
@@ -34,10 +30,22 @@ pub(crate) fn export_form(headers: &HeaderMap) -> ExportForm {
     }
 }
 
-/// One media range and its `q` (1 when absent, 0 when malformed).
-fn parse_range(item: &str) -> Option<(&str, f32)> {
+/// The items of every `name` header (a comma-separated list, as `Accept` and
+/// `Accept-Encoding` are), each with its `q` weight: 1 when absent, 0 when malformed.
+pub(crate) fn weighted_items(headers: &HeaderMap, name: HeaderName) -> Vec<(&str, f32)> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(parse_item)
+        .collect()
+}
+
+/// One `item;param=…` and its `q`.
+fn parse_item(item: &str) -> Option<(&str, f32)> {
     let mut parts = item.split(';').map(str::trim);
-    let range = parts.next().filter(|range| range.contains('/'))?;
+    let item = parts.next().filter(|item| !item.is_empty())?;
     let mut q = 1.0;
     for param in parts {
         if let Some((name, value)) = param.split_once('=')
@@ -51,7 +59,7 @@ fn parse_range(item: &str) -> Option<(&str, f32)> {
                 .unwrap_or(0.0);
         }
     }
-    Some((range, q))
+    Some((item, q))
 }
 
 /// The `q` the client gives `media`: that of the most specific matching range (RFC 9110 §12.5.1).

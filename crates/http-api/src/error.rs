@@ -10,9 +10,10 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 
 use hyper::StatusCode;
-use hyper::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{HeaderValue, RETRY_AFTER};
 
-use crate::body::{Body, full};
+use crate::body::Body;
+use crate::respond::{Style, whole};
 
 /// Vega's API detail codes used here.
 pub(crate) mod detail {
@@ -65,10 +66,12 @@ pub enum ApiError {
     /// Too busy to take the request now (gRPC code 14, HTTP 503).
     #[error("unavailable: {reason}")]
     Unavailable {
+        /// The detail message, e.g. `server busy`.
+        message: &'static str,
         /// Why, for the `inner` field.
         reason: String,
-        /// Seconds after which a retry is sensible.
-        retry_after: u32,
+        /// Seconds after which a retry is sensible, sent as `Retry-After`.
+        retry_after: Option<u32>,
     },
 }
 
@@ -124,10 +127,12 @@ impl ApiError {
                 "Internal error",
                 Some((*detail, *message, chain(source.as_ref()))),
             ),
-            Self::Unavailable { reason, .. } => (
+            Self::Unavailable {
+                message, reason, ..
+            } => (
                 14,
                 "Unavailable error",
-                Some((detail::NOT_MAPPED, "server busy", reason.clone())),
+                Some((detail::NOT_MAPPED, *message, reason.clone())),
             ),
         };
         let details = match detail {
@@ -146,21 +151,30 @@ impl ApiError {
 
     /// The response for this error in the endpoint's envelope. 5xx causes are logged here, and
     /// only here.
-    pub fn into_response(self, shape: ErrorShape) -> hyper::Response<Body> {
-        if let Self::Internal { .. } = &self {
-            tracing::error!(error = %chain(&self), "request failed");
+    pub(crate) fn into_response(self, shape: ErrorShape, style: Style) -> hyper::Response<Body> {
+        match &self {
+            Self::Internal { .. } => tracing::error!(error = %chain(&self), "request failed"),
+            Self::Unavailable { reason, .. } => tracing::warn!(%reason, "request refused"),
+            _ => {}
         }
         let status_json = self.status_json();
         let body = match shape {
             ErrorShape::Bare => status_json,
             ErrorShape::Stream => format!(r#"{{"error":{status_json}}}"#),
         };
-        let mut response = hyper::Response::new(full(body));
-        *response.status_mut() = self.status();
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Self::Unavailable { retry_after, .. } = self {
-            headers.insert(RETRY_AFTER, HeaderValue::from(retry_after));
+        let mut response = whole(
+            self.status(),
+            "application/json",
+            style.json(body.into_bytes()),
+        );
+        if let Self::Unavailable {
+            retry_after: Some(seconds),
+            ..
+        } = self
+        {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

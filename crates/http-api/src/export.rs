@@ -1,8 +1,9 @@
 //! `GET /api/v2/ledgerentry/export`: a party's ledger entries as a streamed CSV file.
 //!
-//! The store reads on a blocking thread and pushes rows into a sink that cuts them into chunks
-//! and hands them to the response body through a bounded channel: a slow client slows the read,
-//! a gone client stops it at the next chunk, and memory stays at a few chunks per export.
+//! The store reads on a blocking thread and pushes rows into a sink that cuts them into chunks,
+//! compresses them when the client accepts it, and hands them to the response body through a
+//! bounded channel: a slow client slows the read, a gone client stops it at the next chunk, and
+//! memory stays at a few chunks per export.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -10,17 +11,19 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
-use hyper::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
+use hyper::header::{CONTENT_DISPOSITION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue, VARY};
 use hyper::{Request, Response};
 use ledger_core::{AssetId, CSV_HEADER, ExportFilter, PartyId, TimeRange};
 use storage::{ExportSink, LedgerStore};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
-use crate::App;
 use crate::accept::{ExportForm, export_form};
 use crate::body::{self, Body, BodyError};
+use crate::coding::Encoder;
 use crate::error::{ApiError, detail};
 use crate::query::Query;
+use crate::respond::Style;
+use crate::{App, Metrics};
 
 /// Rows are sent in chunks of about this many bytes: large enough to keep per-chunk costs
 /// (channel hand-off, a write call, a message envelope) negligible, small enough that the first
@@ -30,22 +33,37 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// Chunks in flight between the reading thread and the socket, per export.
 const CHANNEL_CHUNKS: usize = 4;
 
-pub(crate) async fn export<B>(app: &App, request: &Request<B>) -> Result<Response<Body>, ApiError> {
-    let filter = parse_filter(&Query::parse(request.uri().query()))?;
+pub(crate) async fn export<B>(
+    app: &App,
+    request: &Request<B>,
+    query: &Query<'_>,
+    style: Style,
+) -> Result<Response<Body>, ApiError> {
+    let filter = parse_filter(query)?;
     let form = export_form(request.headers());
     let permit = app.try_export_permit()?;
+    let encoder = Encoder::new(style.coding).map_err(|err| ApiError::Internal {
+        detail: detail::LEDGER_EXPORT,
+        message: "failed to export ledger entries",
+        source: Box::new(err),
+    })?;
 
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     let (started_sender, started) = oneshot::channel();
     let store = Arc::clone(&app.inner.ledger);
+    let metrics = app.metrics();
     let file_name = filter.file_name();
     tokio::task::spawn_blocking(move || {
-        let _permit = permit;
         let mut sink = ChannelSink {
+            _permit: permit,
+            _in_flight: InFlight::new(&metrics),
             sender,
             started: Some(started_sender),
             buffer: Vec::with_capacity(CHUNK_BYTES + 1024),
             messages: (form == ExportForm::Messages).then(|| Some(extensions(&filter))),
+            encoder: Some(encoder),
+            unreported_rows: 0,
+            metrics: &metrics,
         };
         run(store.as_ref(), &filter, &mut sink);
     });
@@ -80,19 +98,48 @@ pub(crate) async fn export<B>(app: &App, request: &Request<B>) -> Result<Respons
         CONTENT_DISPOSITION,
         HeaderValue::from_str(&disposition).expect("file names are ASCII without controls"),
     );
+    headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+    if let Some(token) = style.coding.token() {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(token));
+    }
     Ok(response)
 }
 
+/// Counts an export in the in-flight gauge for as long as it lives, whatever way it ends.
+struct InFlight<'m>(&'m Metrics);
+
+impl<'m> InFlight<'m> {
+    fn new(metrics: &'m Metrics) -> Self {
+        metrics.exports_in_flight.inc();
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.exports_in_flight.dec();
+    }
+}
+
 /// Runs the export on the current (blocking) thread and reports how it ended.
-fn run(store: &dyn LedgerStore, filter: &ExportFilter, sink: &mut ChannelSink) {
+fn run(store: &dyn LedgerStore, filter: &ExportFilter, sink: &mut ChannelSink<'_>) {
     let result = store.export_ledger(filter, sink);
     match result {
         Ok(summary) if summary.stopped => {
+            sink.metrics
+                .exports_aborted
+                .with_label_values(&["client_gone"])
+                .inc();
             tracing::debug!(rows = summary.rows, "export stopped: the client went away");
         }
         Ok(summary) => {
             // A failed final send means the client left during the last chunk.
-            let _ = sink.flush();
+            if sink.finish().is_break() {
+                sink.metrics
+                    .exports_aborted
+                    .with_label_values(&["client_gone"])
+                    .inc();
+            }
             tracing::debug!(rows = summary.rows, "export completed");
         }
         Err(err) => match sink.started.take() {
@@ -101,36 +148,98 @@ fn run(store: &dyn LedgerStore, filter: &ExportFilter, sink: &mut ChannelSink) {
             }
             None => {
                 tracing::error!(error = %crate::error::chain(&err), "export failed after it started");
+                sink.metrics
+                    .exports_aborted
+                    .with_label_values(&["failed"])
+                    .inc();
                 sink.fail(&err);
             }
         },
     }
+    sink.report();
 }
 
-struct ChannelSink {
+struct ChannelSink<'m> {
+    // Fields drop in order: the permit and the gauge are released before the sender closes
+    // the body, so a client that starts its next export the moment this one ends finds the
+    // slot free.
+    _permit: OwnedSemaphorePermit,
+    _in_flight: InFlight<'m>,
     sender: mpsc::Sender<Result<Bytes, BodyError>>,
     started: Option<oneshot::Sender<Result<(), storage::Error>>>,
     buffer: Vec<u8>,
     /// For the message form: the first message's `extensions` until it is sent, then `None`
     /// inside `Some`.
     messages: Option<Option<String>>,
+    /// Compresses chunks when the client accepts it; `None` once finished.
+    encoder: Option<Encoder>,
+    /// Rows buffered or sent since the metrics last heard of them.
+    unreported_rows: u64,
+    metrics: &'m Metrics,
 }
 
-impl ChannelSink {
+impl ChannelSink<'_> {
     /// Sends the buffered bytes as one chunk.
     fn flush(&mut self) -> ControlFlow<()> {
         if self.buffer.is_empty() {
             return ControlFlow::Continue(());
         }
         let csv = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES + 1024));
+        self.metrics.export_bytes.inc_by(csv.len() as u64);
+        self.report();
         let chunk = match &mut self.messages {
-            None => Bytes::from(csv),
-            Some(extensions) => Bytes::from(message(&csv, extensions.take().as_deref())),
+            None => csv,
+            Some(extensions) => message(&csv, extensions.take().as_deref()),
         };
-        match self.sender.blocking_send(Ok(chunk)) {
+        self.send(chunk)
+    }
+
+    /// Compresses and sends one chunk of the body.
+    fn send(&mut self, chunk: Vec<u8>) -> ControlFlow<()> {
+        let Some(encoder) = self.encoder.as_mut() else {
+            return ControlFlow::Break(());
+        };
+        let bytes = match encoder.chunk(chunk) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                tracing::error!(error = %err, "export compression failed");
+                let _ = self.sender.blocking_send(Err(BodyError(err.to_string())));
+                return ControlFlow::Break(());
+            }
+        };
+        if bytes.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        match self.sender.blocking_send(Ok(Bytes::from(bytes))) {
             Ok(()) => ControlFlow::Continue(()),
             Err(_) => ControlFlow::Break(()),
         }
+    }
+
+    /// Sends what is buffered, then the end of the compressed stream.
+    fn finish(&mut self) -> ControlFlow<()> {
+        self.flush()?;
+        let Some(encoder) = self.encoder.take() else {
+            return ControlFlow::Continue(());
+        };
+        match encoder.finish() {
+            Ok(trailer) if trailer.is_empty() => ControlFlow::Continue(()),
+            Ok(trailer) => match self.sender.blocking_send(Ok(Bytes::from(trailer))) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(_) => ControlFlow::Break(()),
+            },
+            Err(err) => {
+                let _ = self.sender.blocking_send(Err(BodyError(err.to_string())));
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    /// Adds the rows counted so far to the metrics.
+    fn report(&mut self) {
+        self.metrics
+            .export_rows
+            .inc_by(std::mem::take(&mut self.unreported_rows));
     }
 
     /// Ends a started export that failed: the message form says so in a last line, the CSV
@@ -144,7 +253,9 @@ impl ChannelSink {
                 source: crate::error::chain(err).into(),
             };
             let line = format!("{{\"error\":{}}}\n", error.status_json());
-            let _ = self.sender.blocking_send(Ok(Bytes::from(line)));
+            if self.send(line.into_bytes()).is_continue() {
+                let _ = self.finish();
+            }
         } else {
             let _ = self
                 .sender
@@ -153,7 +264,7 @@ impl ChannelSink {
     }
 }
 
-impl ExportSink for ChannelSink {
+impl ExportSink for ChannelSink<'_> {
     fn started(&mut self) -> ControlFlow<()> {
         let Some(started) = self.started.take() else {
             return ControlFlow::Continue(());
@@ -168,6 +279,7 @@ impl ExportSink for ChannelSink {
 
     fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
         self.buffer.extend_from_slice(csv_line);
+        self.unreported_rows += 1;
         if self.buffer.len() >= CHUNK_BYTES {
             return self.flush();
         }

@@ -1,5 +1,5 @@
 //! A raw hyper service answering two operations of Vega's data-node REST API v2, wire-compatible
-//! with Vega's gateway.
+//! with Vega's gateway, and what operators expect around them.
 //!
 //! Endpoints:
 //! - `GET /api/v2/ledgerentry/export?partyId=…[&assetId=…][&dateRange.startTimestamp=…]
@@ -7,12 +7,18 @@
 //!   newline-delimited `google.api.HttpBody` messages when `Accept` prefers JSON.
 //! - `GET /api/v2/oracle/data[?oracleSpecId=…][&pagination.first|after|last|before|newestFirst=…]`:
 //!   a cursor-paginated page of oracle data.
+//! - `GET /api/v2/openapi.json`: the OpenAPI description of the two operations.
+//! - `GET /health`: `ok` while the store answers, 503 otherwise.
+//! - `GET /metrics`: Prometheus metrics.
 //!
-//! Anything else answers 404 (405 for a known path with another method) in Vega's error shape.
+//! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 for a known
+//! path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
+//! answers are indented with `?pretty`, and bodies are compressed (gzip, zstd or brotli) when
+//! `Accept-Encoding` allows, the export as it streams.
 //!
 //! The service talks to storage only through the `storage` traits; it never sees SQL. Blocking
-//! store calls run on tokio's blocking threads. [`serve`] runs the service on a listener until a
-//! shutdown future resolves, then drains connections.
+//! store calls run on tokio's blocking threads. [`serve`] runs the service on a listener with
+//! connection limits and timeouts until a shutdown future resolves, then drains connections.
 //!
 //! This crate must not open databases, read configuration or handle signals: the binary does.
 
@@ -20,28 +26,49 @@
 
 mod accept;
 mod body;
+mod coding;
+mod cors;
 mod error;
 mod export;
+mod metrics;
+mod observe;
+mod openapi;
 mod oracle;
 mod query;
+mod respond;
 mod server;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use hyper::{Method, Request, Response};
+use hyper::{Method, Request, Response, StatusCode};
 use storage::{Health, LedgerStore, OracleStore};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{Body, BodyError};
+pub use cors::AllowedOrigins;
 pub use error::{ApiError, ErrorShape};
+pub use metrics::{IngestProgress, Metrics};
 pub use server::{ServeConfig, serve};
+
+use crate::coding::Coding;
+use crate::metrics::Route;
+use crate::observe::Exchange;
+use crate::query::Query;
+use crate::respond::{Encoded, Style, whole};
 
 /// The path of the ledger export.
 pub const EXPORT_PATH: &str = "/api/v2/ledgerentry/export";
 /// The path of the oracle data listing.
 pub const ORACLE_DATA_PATH: &str = "/api/v2/oracle/data";
+/// The path of the OpenAPI document.
+pub const OPENAPI_PATH: &str = "/api/v2/openapi.json";
+/// The path of the health check.
+pub const HEALTH_PATH: &str = "/health";
+/// The path of the Prometheus metrics.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// Tuning of the service.
 #[derive(Clone, Debug)]
@@ -49,12 +76,15 @@ pub struct AppConfig {
     /// Exports allowed to run at once; more are refused with 503 and `Retry-After`, so that
     /// exports cannot take every blocking thread and connection from the listing.
     pub max_concurrent_exports: usize,
+    /// Origins whose pages may read the answers.
+    pub cors: AllowedOrigins,
 }
 
 impl Default for AppConfig {
     fn default() -> Self {
         Self {
             max_concurrent_exports: 16,
+            cors: AllowedOrigins::Any,
         }
     }
 }
@@ -70,6 +100,21 @@ struct Inner {
     oracle: Arc<dyn OracleStore>,
     health: Arc<dyn Health>,
     export_permits: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+    cors: AllowedOrigins,
+}
+
+impl Route {
+    fn of(path: &str) -> Route {
+        match path {
+            EXPORT_PATH => Route::Export,
+            ORACLE_DATA_PATH => Route::OracleData,
+            HEALTH_PATH => Route::Health,
+            METRICS_PATH => Route::Metrics,
+            OPENAPI_PATH => Route::OpenApi,
+            _ => Route::Other,
+        }
+    }
 }
 
 impl App {
@@ -84,24 +129,72 @@ impl App {
                 oracle: store.clone(),
                 health: store,
                 export_permits: Arc::new(Semaphore::new(config.max_concurrent_exports)),
+                metrics: Arc::new(Metrics::new()),
+                cors: config.cors,
             }),
         }
     }
 
+    /// The service's metrics, for the binary to add the progress of an ingest it runs.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.inner.metrics)
+    }
+
     /// Answers one request. Never fails: every error becomes a response in Vega's shape.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body> {
-        let path = request.uri().path();
+        let started = Instant::now();
+        let route = Route::of(request.uri().path());
+        let query = Query::parse(request.uri().query());
+        let style = Style {
+            coding: Coding::negotiate(request.headers()),
+            pretty: query.has("pretty"),
+        };
+        let mut response = self.route(&request, route, &query, style).await;
+        cors::decorate(&self.inner.cors, request.headers(), response.headers_mut());
+        let exchange = Exchange {
+            metrics: self.metrics(),
+            route,
+            method: request.method().clone(),
+            target: Exchange::target(request.uri()),
+            started,
+        };
+        observe::observe(response, exchange)
+    }
+
+    async fn route<B>(
+        &self,
+        request: &Request<B>,
+        route: Route,
+        query: &Query<'_>,
+        style: Style,
+    ) -> Response<Body> {
         let method = request.method();
-        match (method, path) {
-            (&Method::GET, EXPORT_PATH) => export::export(self, &request)
+        match (method, route) {
+            (_, Route::Other) => ApiError::NotFound.into_response(ErrorShape::Bare, style),
+            (&Method::OPTIONS, _) => cors::options(&self.inner.cors, request.headers()),
+            (&Method::GET, Route::Export) => export::export(self, request, query, style)
                 .await
-                .unwrap_or_else(|err| err.into_response(ErrorShape::Stream)),
-            (&Method::GET, ORACLE_DATA_PATH) => oracle::oracle_data(self, &request)
+                .unwrap_or_else(|err| err.into_response(ErrorShape::Stream, style)),
+            (&Method::GET, Route::OracleData) => oracle::oracle_data(self, query, style)
                 .await
-                .unwrap_or_else(|err| err.into_response(ErrorShape::Bare)),
-            (_, EXPORT_PATH) => ApiError::MethodNotAllowed.into_response(ErrorShape::Stream),
-            (_, ORACLE_DATA_PATH) => ApiError::MethodNotAllowed.into_response(ErrorShape::Bare),
-            _ => ApiError::NotFound.into_response(ErrorShape::Bare),
+                .unwrap_or_else(|err| err.into_response(ErrorShape::Bare, style)),
+            (&Method::GET | &Method::HEAD, Route::Health) => self
+                .health_response()
+                .await
+                .unwrap_or_else(|err| err.into_response(ErrorShape::Bare, style)),
+            (&Method::GET, Route::Metrics) => {
+                let body = style.compress(self.inner.metrics.render());
+                whole(StatusCode::OK, metrics::CONTENT_TYPE, body)
+            }
+            (&Method::GET, Route::OpenApi) => whole(
+                StatusCode::OK,
+                "application/json",
+                style.json(openapi::document()),
+            ),
+            (_, Route::Export) => {
+                ApiError::MethodNotAllowed.into_response(ErrorShape::Stream, style)
+            }
+            (_, _) => ApiError::MethodNotAllowed.into_response(ErrorShape::Bare, style),
         }
     }
 
@@ -113,12 +206,29 @@ impl App {
             .map_err(|join| storage::Error::Internal(join.into()))?
     }
 
+    async fn health_response(&self) -> Result<Response<Body>, ApiError> {
+        self.healthy().await.map_err(|err| ApiError::Unavailable {
+            message: "store unavailable",
+            reason: error::chain(&err),
+            retry_after: None,
+        })?;
+        let body = Encoded {
+            bytes: b"ok".to_vec(),
+            coding: Coding::Identity,
+        };
+        Ok(whole(StatusCode::OK, "text/plain; charset=utf-8", body))
+    }
+
     fn try_export_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         Arc::clone(&self.inner.export_permits)
             .try_acquire_owned()
-            .map_err(|_| ApiError::Unavailable {
-                reason: "too many exports in progress, retry shortly".to_owned(),
-                retry_after: 1,
+            .map_err(|_| {
+                self.inner.metrics.exports_refused.inc();
+                ApiError::Unavailable {
+                    message: "server busy",
+                    reason: "too many exports in progress, retry shortly".to_owned(),
+                    retry_after: Some(1),
+                }
             })
     }
 }

@@ -2,21 +2,21 @@
 
 use std::sync::Arc;
 
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::{Request, Response};
+use hyper::{Response, StatusCode};
 use ledger_core::OracleSpecId;
 use oracle_core::{Page, PageRequest, PaginationParams};
 
 use crate::App;
-use crate::body::{Body, full};
+use crate::body::Body;
 use crate::error::{ApiError, detail};
 use crate::query::Query;
+use crate::respond::{Style, whole};
 
-pub(crate) async fn oracle_data<B>(
+pub(crate) async fn oracle_data(
     app: &App,
-    request: &Request<B>,
+    query: &Query<'_>,
+    style: Style,
 ) -> Result<Response<Body>, ApiError> {
-    let query = Query::parse(request.uri().query());
     let spec = query
         .get("oracleSpecId")
         .map(str::parse::<OracleSpecId>)
@@ -29,9 +29,9 @@ pub(crate) async fn oracle_data<B>(
             )
         })?;
     let params = PaginationParams {
-        first: raw(&query, "pagination.first"),
+        first: raw(query, "pagination.first"),
         after: query.get("pagination.after"),
-        last: raw(&query, "pagination.last"),
+        last: raw(query, "pagination.last"),
         before: query.get("pagination.before"),
         newest_first: query.get("pagination.newestFirst"),
     };
@@ -44,16 +44,17 @@ pub(crate) async fn oracle_data<B>(
     })?;
 
     let store = Arc::clone(&app.inner.oracle);
-    let page = tokio::task::spawn_blocking(move || store.oracle_page(spec.as_ref(), &page_request))
-        .await
-        .map_err(|join| internal(join.into()))?
-        .map_err(|err| internal(err.into()))?;
-
-    let mut response = Response::new(full(render(&page)));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(response)
+    // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on the
+    // blocking thread with the read.
+    let body = tokio::task::spawn_blocking(move || {
+        store
+            .oracle_page(spec.as_ref(), &page_request)
+            .map(|page| style.json(render(&page)))
+    })
+    .await
+    .map_err(|join| internal(join.into()))?
+    .map_err(|err| internal(err.into()))?;
+    Ok(whole(StatusCode::OK, "application/json", body))
 }
 
 /// A page size keeps its empty value, so that `pagination.first=` is refused rather than read

@@ -1,14 +1,32 @@
-//! Serving the [`App`] on a listener with graceful shutdown.
+//! Serving the [`App`] on a listener: connection limits, timeouts and graceful shutdown.
+//!
+//! Each connection runs in its own task, which also enforces the idle timeout: a connection
+//! with no request in flight for that long is asked to close (HTTP/2 gets a GOAWAY), and is
+//! dropped if it has not within a second. hyper's own header read timeout bounds how long a
+//! request head may take (for HTTP/1, counted from when the server waits for it, so it also
+//! bounds the wait between keep-alive requests); the idle timeout covers what it does not: a
+//! peer that connects and sends nothing, or an HTTP/2 connection without streams.
+//!
+//! Shutdown: the listener closes, every connection is asked to finish what it is doing and
+//! close, and the grace period bounds the wait; what is left then is cut.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http_body_util::BodyExt;
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::App;
 
@@ -17,15 +35,31 @@ use crate::App;
 pub struct ServeConfig {
     /// How long requests in flight may take to finish once shutdown begins.
     pub grace: Duration,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// How long a request head may take to arrive (HTTP/1; counted from when the server starts
+    /// waiting for it).
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight.
+    pub idle_timeout: Duration,
+    /// The largest request head accepted, in bytes; HTTP/1 answers 431 beyond it.
+    pub max_header_bytes: usize,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
             grace: Duration::from_secs(10),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(60),
+            max_header_bytes: 64 * 1024,
         }
     }
 }
+
+/// After asking an idle connection to close, how long it gets before it is dropped.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves `app` on `listener` until `shutdown` resolves, then stops accepting and lets requests
 /// in flight finish within the grace period.
@@ -35,10 +69,30 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) {
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        // hyper's floor for the read buffer is 8 KiB.
+        .max_buf_size(config.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX));
+    let permits = Arc::new(Semaphore::new(config.max_connections));
+    let (stop, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
     loop {
+        // Reap finished connection tasks so that the set does not grow with every connection.
+        while connections.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            permit = Arc::clone(&permits).acquire_owned() => {
+                permit.expect("the semaphore is never closed")
+            }
+            () = &mut shutdown => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -52,26 +106,155 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let service = service_fn(move |request| {
-            let app = app.clone();
-            async move { Ok::<_, Infallible>(app.handle(request).await) }
-        });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
-            }
-        });
+        connections.spawn(connection(
+            stream,
+            peer,
+            builder.clone(),
+            app.clone(),
+            config.clone(),
+            stopping.clone(),
+            permit,
+        ));
     }
     drop(listener);
-    tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(config.grace) => {
-            tracing::warn!(grace = ?config.grace, "grace period over; closing remaining connections");
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(config.grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    match drained {
+        Ok(()) => tracing::info!("all connections closed"),
+        Err(_) => {
+            tracing::warn!(grace = ?config.grace, remaining = connections.len(), "grace period over; closing remaining connections");
+            connections.shutdown().await;
         }
+    }
+}
+
+/// Serves one connection until it ends, goes idle for too long, or shutdown drains it.
+async fn connection(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    builder: auto::Builder<TokioExecutor>,
+    app: App,
+    config: ServeConfig,
+    mut stopping: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let activity = Arc::new(Activity::new());
+    let service = {
+        let activity = Arc::clone(&activity);
+        service_fn(move |request: Request<Incoming>| {
+            let app = app.clone();
+            let active = Active::new(Arc::clone(&activity));
+            async move {
+                let response = app.handle(request).await;
+                // The request counts as in flight for as long as its body lives: the closure
+                // owns the guard, and the body owns the closure.
+                Ok::<_, Infallible>(response.map(|body| {
+                    body.map_frame(move |frame| {
+                        let _in_flight = &active;
+                        frame
+                    })
+                }))
+            }
+        })
+    };
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let mut conn = pin!(conn);
+    // Shutdown asked the connection to finish its requests and close.
+    let mut draining = false;
+    // When set, the idle connection was asked to close and is dropped if still open then.
+    let mut closing_deadline: Option<Instant> = None;
+    loop {
+        if *stopping.borrow_and_update() && !draining {
+            // Requests in flight finish; the server's grace period bounds the wait.
+            conn.as_mut().graceful_shutdown();
+            draining = true;
+        }
+        let idle_deadline = activity.idle_deadline(config.idle_timeout);
+        let deadline = closing_deadline.or(idle_deadline.filter(|_| !draining));
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(%peer, error = %err, "connection ended with an error");
+                }
+                return;
+            }
+            changed = stopping.changed(), if !draining => {
+                // A closed channel means the server is gone: drain as for a stop.
+                if changed.is_err() {
+                    conn.as_mut().graceful_shutdown();
+                    draining = true;
+                }
+            }
+            () = sleep_until(deadline) => {
+                if closing_deadline.is_some_and(|at| Instant::now() >= at) {
+                    tracing::debug!(%peer, "connection did not close in time; dropping it");
+                    return;
+                }
+                if activity.idle_deadline(config.idle_timeout).is_some_and(|at| Instant::now() >= at) {
+                    tracing::debug!(%peer, "closing an idle connection");
+                    conn.as_mut().graceful_shutdown();
+                    closing_deadline = Some(Instant::now() + IDLE_CLOSE_GRACE);
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Requests in flight on a connection, and since when it has had none.
+struct Activity {
+    in_flight: AtomicUsize,
+    idle_since: Mutex<Instant>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// When the connection will have been idle for `timeout`; `None` while requests are in
+    /// flight.
+    fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(*self.lock() + timeout)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        // The guarded value is a plain Instant: a panic cannot leave it half-written.
+        self.idle_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One request in flight, from its head to the end (or drop) of its response body.
+struct Active(Arc<Activity>);
+
+impl Active {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        Active(activity)
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        *self.0.lock() = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

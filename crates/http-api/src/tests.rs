@@ -1,5 +1,7 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
+mod operations;
+
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -27,6 +29,8 @@ struct FakeStore {
     fail_after: Option<usize>,
     /// Fail every page read.
     fail_pages: bool,
+    /// Fail the health check.
+    fail_health: bool,
     /// The last export filter seen.
     seen: Arc<std::sync::Mutex<Option<ExportFilter>>>,
 }
@@ -95,6 +99,9 @@ impl OracleStore for FakeStore {
 
 impl Health for FakeStore {
     fn check(&self) -> Result<(), Error> {
+        if self.fail_health {
+            return Err(failure());
+        }
         Ok(())
     }
 }
@@ -372,6 +379,7 @@ async fn export_failure_mid_stream_ends_the_message_form_with_an_error_line() {
 async fn exports_beyond_the_cap_get_503_with_retry_after() {
     let config = AppConfig {
         max_concurrent_exports: 0,
+        ..AppConfig::default()
     };
     let request = Request::get(format!("/api/v2/ledgerentry/export?partyId={PARTY}"))
         .body(())

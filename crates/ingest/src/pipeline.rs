@@ -114,19 +114,27 @@ struct PreparedRow {
 ///
 /// `progress` is called after every commit. On a malformed line the complete blocks before it
 /// are committed, the block it belongs to is not, and the error names the line.
+///
+/// The input is read on a thread of its own, which is why it must be `'static`: when the stop
+/// flag ends the ingest while that thread waits on a quiet live stream, the ingest returns at
+/// once and leaves the thread to end at its next line (or with the process).
 pub fn ingest(
-    input: impl BufRead + Send,
+    input: impl BufRead + Send + 'static,
     writer: &mut dyn IngestWriter,
     options: &IngestOptions<'_>,
     progress: &mut dyn FnMut(&IngestStats),
 ) -> Result<IngestStats, IngestError> {
     let last_stored = writer.last_block()?;
     let (event_sender, events) = mpsc::sync_channel::<Chunk>(QUEUE_CHUNKS);
+    let max_line_bytes = options.max_line_bytes;
+    let reader = std::thread::Builder::new()
+        .name("ingest-reader".to_owned())
+        .spawn(move || read_lines(input, max_line_bytes, &event_sender))
+        .map_err(IngestError::Read)?;
     // One batch being committed while the next one fills: double buffering.
     let (job_sender, jobs) = mpsc::sync_channel::<Job>(1);
     let (done_sender, done) = mpsc::sync_channel::<Done>(1);
-    std::thread::scope(|scope| {
-        scope.spawn(move || read_lines(input, options.max_line_bytes, &event_sender));
+    let result = std::thread::scope(|scope| {
         scope.spawn(move || write_jobs(writer, &jobs, &done_sender));
         let store = StoreHandle {
             jobs: job_sender,
@@ -134,10 +142,17 @@ pub fn ingest(
             in_flight: None,
         };
         let mut assembler = Assembler::new(store, options, last_stored, progress);
-        // Dropping the assembler closes the writer's job channel and dropping the receiver
-        // unblocks the reader, so both threads end when this one stops, early or not.
+        // Dropping the assembler at the end of the scope closes the writer's job channel, so
+        // the writer thread ends whenever this one stops, early or not.
         assembler.run(&events)
-    })
+    });
+    // A reader blocked on a full channel wakes up and ends; one blocked on the input is left.
+    drop(events);
+    if reader.is_finished() {
+        // It cannot have panicked without the assembler noticing a closed channel first.
+        let _ = reader.join();
+    }
+    result
 }
 
 /// Parses the input's lines in place in the reader's buffer, copying only a line that straddles
@@ -391,8 +406,12 @@ impl<'o, 'p> Assembler<'o, 'p> {
             let chunk = match receiver.recv_timeout(self.options.idle_commit) {
                 Ok(chunk) => chunk,
                 Err(RecvTimeoutError::Timeout) => {
-                    // The input is quiet: make what is complete visible, and report it.
+                    // The input is quiet: make what is complete visible, and report it. A stop
+                    // asked meanwhile is honoured now rather than at the next block.
                     self.commit()?;
+                    if self.stop_requested() {
+                        return Ok(self.stats.clone());
+                    }
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,

@@ -58,17 +58,17 @@ impl TempStore {
     }
 }
 
+/// `input` as an owned reader, as [`ingest`] takes it.
+pub(crate) fn owned(input: &str) -> std::io::Cursor<Vec<u8>> {
+    std::io::Cursor::new(input.as_bytes().to_vec())
+}
+
 /// Ingests `input` with the default options.
 pub(crate) fn ingest_with(
     writer: &mut dyn IngestWriter,
     input: &str,
 ) -> Result<IngestStats, IngestError> {
-    ingest(
-        input.as_bytes(),
-        writer,
-        &IngestOptions::default(),
-        &mut |_| {},
-    )
+    ingest(owned(input), writer, &IngestOptions::default(), &mut |_| {})
 }
 
 /// Everything a reader can see of the parties and specs named in an input.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use storage::{BlockState, IngestBatch, IngestWriter};
 
 use super::lines::{A, blocks, text};
-use super::{TempStore, export, idle_only, ingest_with, join, sample_lines};
+use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
 use crate::{IngestError, IngestOptions, IngestStats, ingest};
 
 /// Passes everything on and keeps a copy of every batch; refuses the `fail_at`-th commit.
@@ -85,7 +85,7 @@ fn blocks_commit_whole_whatever_the_batch_size() {
         max_batch_rows: usize::MAX,
         ..idle_only(Duration::from_secs(3600))
     };
-    ingest(input.as_bytes(), &mut one_batch, &options, &mut |_| {}).unwrap();
+    ingest(owned(&input), &mut one_batch, &options, &mut |_| {}).unwrap();
     assert_eq!(one_batch.batches.len(), 1);
     let expected = check_whole_blocks(&one_batch.batches);
     assert_eq!(expected.len(), 30);
@@ -103,7 +103,7 @@ fn blocks_commit_whole_whatever_the_batch_size() {
             max_batch_age,
             ..IngestOptions::default()
         };
-        ingest(input.as_bytes(), &mut recording, &options, &mut |_| {}).unwrap();
+        ingest(owned(&input), &mut recording, &options, &mut |_| {}).unwrap();
         assert!(recording.batches.len() > 1, "batch size {max_batch_rows}");
         assert_eq!(check_whole_blocks(&recording.batches), expected);
         assert_eq!(temp.snapshot(&input), reference);
@@ -121,7 +121,7 @@ fn progress_reports_follow_every_commit() {
         ..idle_only(Duration::from_secs(3600))
     };
     let mut reports = Vec::new();
-    let stats = ingest(input.as_bytes(), &mut recording, &options, &mut |stats| {
+    let stats = ingest(owned(&input), &mut recording, &options, &mut |stats| {
         reports.push(stats.clone())
     })
     .unwrap();
@@ -152,7 +152,7 @@ fn refused_commit_stops_the_ingest_and_a_rerun_completes() {
         let mut recording = Recording::new(&mut writer);
         recording.fail_at = Some(fail_at);
         let mut reports = 0;
-        let result = ingest(input.as_bytes(), &mut recording, &options, &mut |_| {
+        let result = ingest(owned(&input), &mut recording, &options, &mut |_| {
             reports += 1
         });
         assert!(
@@ -187,7 +187,7 @@ fn stop_flag_ends_the_ingest_at_a_block_boundary() {
     };
     let temp = TempStore::new();
     let stats = ingest(
-        input.as_bytes(),
+        owned(&input),
         &mut temp.store.writer().unwrap(),
         &options,
         &mut |_| {},
@@ -242,4 +242,40 @@ fn live_stream_commits_complete_blocks_when_the_input_goes_quiet() {
     assert_eq!(stats.blocks, 2);
     assert_eq!(stats.incomplete_events, 6);
     assert_eq!(export(&temp.store, A.parse().unwrap()).lines().count(), 2);
+}
+
+#[test]
+fn stop_flag_ends_an_ingest_waiting_on_a_quiet_stream() {
+    let lines = blocks(3);
+    let temp = TempStore::new();
+    let (reader, mut input) = std::io::pipe().unwrap();
+    let stop = AtomicBool::new(false);
+    let options = IngestOptions {
+        stop: Some(&stop),
+        ..idle_only(Duration::from_millis(20))
+    };
+    std::thread::scope(|scope| {
+        let store = &temp.store;
+        let options = &options;
+        let running = scope.spawn(move || {
+            ingest(
+                BufReader::new(reader),
+                &mut store.writer().unwrap(),
+                options,
+                &mut |_| {},
+            )
+        });
+        input.write_all(text(&lines[..14]).as_bytes()).unwrap();
+        input.flush().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while export(store, A.parse().unwrap()).lines().count() < 2 {
+            assert!(Instant::now() < deadline, "blocks not committed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The input stays open: the reader is blocked on it when the stop comes.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let stats = running.join().unwrap().unwrap();
+        assert_eq!((stats.blocks, stats.last_height), (2, Some(2)));
+        drop(input);
+    });
 }

@@ -326,7 +326,7 @@ fn line_that_is_not_utf8_is_a_line_error() {
     }
     let temp = TempStore::new();
     let result = crate::ingest(
-        input.as_slice(),
+        std::io::Cursor::new(input),
         &mut temp.store.writer().unwrap(),
         &crate::IngestOptions::default(),
         &mut |_| {},
@@ -355,7 +355,7 @@ fn line_longer_than_the_limit_is_a_line_error() {
     // A small buffer makes every line straddle several fills, the case the limit guards.
     let temp = TempStore::new();
     let result = crate::ingest(
-        std::io::BufReader::with_capacity(16, text(&long).as_bytes()),
+        std::io::BufReader::with_capacity(16, super::owned(&text(&long))),
         &mut temp.store.writer().unwrap(),
         &options,
         &mut |_| {},
@@ -373,7 +373,7 @@ fn line_longer_than_the_limit_is_a_line_error() {
     // The limit counts bytes, not lines: the good stream passes under it.
     let temp = TempStore::new();
     crate::ingest(
-        std::io::BufReader::with_capacity(16, text(&lines).as_bytes()),
+        std::io::BufReader::with_capacity(16, super::owned(&text(&lines))),
         &mut temp.store.writer().unwrap(),
         &options,
         &mut |_| {},

@@ -172,7 +172,7 @@ fn lines_straddling_buffer_fills_and_a_missing_last_newline_read_the_same() {
         for text in [input.as_str(), unterminated] {
             let temp = TempStore::new();
             let stats = crate::ingest(
-                std::io::BufReader::with_capacity(capacity, text.as_bytes()),
+                std::io::BufReader::with_capacity(capacity, super::owned(text)),
                 &mut temp.store.writer().unwrap(),
                 &crate::IngestOptions::default(),
                 &mut |_| {},

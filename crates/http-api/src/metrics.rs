@@ -1,0 +1,235 @@
+//! Prometheus metrics of the service, rendered by `GET /metrics` in the text format.
+//!
+//! The `prometheus` crate (TiKV's) keeps the counters lock-free and renders the classic text
+//! exposition format (0.0.4) that every Prometheus server scrapes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus::{
+    Encoder as _, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// The routes requests are counted by: a closed set, so that arbitrary paths cannot grow the
+/// label space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    Export,
+    OracleData,
+    Health,
+    Metrics,
+    OpenApi,
+    Other,
+}
+
+impl Route {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Route::Export => "ledgerentry_export",
+            Route::OracleData => "oracle_data",
+            Route::Health => "health",
+            Route::Metrics => "metrics",
+            Route::OpenApi => "openapi",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// Where an ingest running in the same process has got to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestProgress {
+    /// Events stored so far.
+    pub events: u64,
+    /// Ledger entries stored so far.
+    pub ledger_entries: u64,
+    /// Oracle data stored so far.
+    pub oracle_data: u64,
+    /// Height of the last committed block.
+    pub last_block_height: Option<u64>,
+    /// Vega time of the last committed block, in Unix nanoseconds.
+    pub last_vega_time: Option<i64>,
+}
+
+/// Every metric of the service, in one registry.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    pub(crate) export_rows: IntCounter,
+    pub(crate) export_bytes: IntCounter,
+    pub(crate) exports_in_flight: IntGauge,
+    pub(crate) exports_aborted: IntCounterVec,
+    pub(crate) exports_refused: IntCounter,
+    ingest_events: IntCounter,
+    ingest_ledger_entries: IntCounter,
+    ingest_oracle_data: IntCounter,
+    ingest_last_block: IntGauge,
+    ingest_last_vega_time: Gauge,
+    ingest_running: IntGauge,
+    /// The totals last reported, so that counters advance by the difference.
+    ingest_reported: [AtomicU64; 3],
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric at zero.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str| {
+            let counter = IntCounter::new(name, help).expect("valid metric name");
+            registry
+                .register(Box::new(counter.clone()))
+                .expect("metric registered once");
+            counter
+        };
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGauge::new(name, help).expect("valid metric name");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        };
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "datanode_http_requests_total",
+                "HTTP requests answered, by route and status",
+            ),
+            &["route", "status"],
+        )
+        .expect("valid metric");
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "datanode_http_request_duration_seconds",
+                "Time from a request's arrival to the last byte of its response, by route",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0, 60.0, 300.0,
+            ]),
+            &["route"],
+        )
+        .expect("valid metric");
+        let exports_aborted = IntCounterVec::new(
+            Opts::new(
+                "datanode_exports_aborted_total",
+                "Exports that ended before their last row, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let ingest_last_vega_time = Gauge::new(
+            "datanode_ingest_last_vega_time_seconds",
+            "Vega time of the last block committed by the ingest in this process",
+        )
+        .expect("valid metric name");
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(duration.clone()),
+            Box::new(exports_aborted.clone()),
+            Box::new(ingest_last_vega_time.clone()),
+        ] {
+            registry
+                .register(collector)
+                .expect("metric registered once");
+        }
+        Metrics {
+            requests,
+            duration,
+            export_rows: counter(
+                "datanode_export_rows_total",
+                "Ledger entry rows sent by exports",
+            ),
+            export_bytes: counter(
+                "datanode_export_bytes_total",
+                "CSV bytes produced by exports, before any compression",
+            ),
+            exports_in_flight: gauge("datanode_exports_in_flight", "Exports running now"),
+            exports_aborted,
+            exports_refused: counter(
+                "datanode_exports_refused_total",
+                "Exports refused with 503 because too many were running",
+            ),
+            ingest_events: counter(
+                "datanode_ingest_events_total",
+                "Events stored by the ingest in this process",
+            ),
+            ingest_ledger_entries: counter(
+                "datanode_ingest_ledger_entries_total",
+                "Ledger entries stored by the ingest in this process",
+            ),
+            ingest_oracle_data: counter(
+                "datanode_ingest_oracle_data_total",
+                "Oracle data stored by the ingest in this process",
+            ),
+            ingest_last_block: gauge(
+                "datanode_ingest_last_block_height",
+                "Height of the last block committed by the ingest in this process",
+            ),
+            ingest_last_vega_time,
+            ingest_running: gauge(
+                "datanode_ingest_running",
+                "1 while an ingest runs in this process",
+            ),
+            ingest_reported: Default::default(),
+            registry,
+        }
+    }
+
+    /// Counts one answered request.
+    pub(crate) fn request(&self, route: Route, status: u16, seconds: f64) {
+        self.requests
+            .with_label_values(&[route.label(), &status.to_string()])
+            .inc();
+        self.duration
+            .with_label_values(&[route.label()])
+            .observe(seconds);
+    }
+
+    /// Records the progress of an ingest running in this process.
+    pub fn ingest_progress(&self, progress: &IngestProgress) {
+        let totals = [
+            (&self.ingest_events, progress.events),
+            (&self.ingest_ledger_entries, progress.ledger_entries),
+            (&self.ingest_oracle_data, progress.oracle_data),
+        ];
+        for ((counter, total), reported) in totals.into_iter().zip(&self.ingest_reported) {
+            let before = reported.swap(total, Ordering::Relaxed);
+            counter.inc_by(total.saturating_sub(before));
+        }
+        if let Some(height) = progress.last_block_height {
+            self.ingest_last_block
+                .set(i64::try_from(height).unwrap_or(i64::MAX));
+        }
+        if let Some(nanos) = progress.last_vega_time {
+            self.ingest_last_vega_time.set(nanos as f64 / 1e9);
+        }
+    }
+
+    /// Marks whether an ingest runs in this process.
+    pub fn ingest_running(&self, running: bool) {
+        self.ingest_running.set(i64::from(running));
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 * 1024);
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("encoding metrics to memory cannot fail");
+        out
+    }
+}
+
+/// The content type of [`Metrics::render`].
+pub(crate) const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
