@@ -340,6 +340,7 @@ fn check_messages(set: &Shared, filter: Filter<'_>, accept: &str, min_lines: usi
     for (line_idx, line) in lines.iter().enumerate() {
         let message: Value = serde_json::from_str(line)
             .unwrap_or_else(|err| panic!("{target}: line {line_idx} ({err}): {line}"));
+        crate::schema::export_message(&message);
         let extensions = if line_idx == 0 {
             json!([request])
         } else {
@@ -419,6 +420,7 @@ fn check_error(query: &str, detail: u32, message: &str, inner: Option<&str>) {
     assert_eq!(response.status, 400, "{target}: {}", response.text());
     assert_eq!(response.header("content-type"), Some("application/json"));
     let body = response.json();
+    crate::schema::stream_error(&body);
     let got_inner = body["error"]["details"][0]["inner"]
         .as_str()
         .unwrap_or_else(|| panic!("{target}: no inner in {body}"))

@@ -2,8 +2,13 @@
 //! over loopback by `http_api::serve`, and every answer is compared, byte for byte where the
 //! contract is bytes, with an independent model of the stream (`reference`).
 
+// Tests may unwrap (STYLE.md).
+#![allow(clippy::unwrap_used)]
+
 mod export;
 mod live_ingest;
+mod operations;
 mod oracle;
 mod reference;
+mod schema;
 mod support;

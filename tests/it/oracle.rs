@@ -36,6 +36,7 @@ pub fn fetch(addr: std::net::SocketAddr, query: &str) -> Page {
         "{target}"
     );
     let body = response.json();
+    crate::schema::page(&body);
     let keys = |value: &Value| -> Vec<String> {
         let object = value
             .as_object()
@@ -455,6 +456,7 @@ fn check_error(query: &str, detail: u32, message: &str) {
     assert_eq!(response.status, 400, "{target}: {}", response.text());
     assert_eq!(response.header("content-type"), Some("application/json"));
     let body = response.json();
+    crate::schema::status(&body);
     let inner = body["details"][0]["inner"]
         .as_str()
         .unwrap_or_else(|| panic!("{target}: no inner in {body}"));

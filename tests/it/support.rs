@@ -102,12 +102,18 @@ pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
     /// Binds `127.0.0.1:0` first, then spawns the server on that listener: it accepts as soon
     /// as this returns, with no waiting.
     pub fn start(store: Arc<SqliteStore>, config: AppConfig) -> Server {
+        Self::start_with(store, config, ServeConfig::default())
+    }
+
+    /// [`Server::start`] with connection limits and timeouts of the test's choosing.
+    pub fn start_with(store: Arc<SqliteStore>, config: AppConfig, serve: ServeConfig) -> Server {
         let runtime = runtime();
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -115,26 +121,36 @@ impl Server {
         let addr = listener.local_addr().expect("local addr");
         let app = App::new(store, config);
         let (shutdown, stop) = oneshot::channel::<()>();
-        runtime.spawn(http_api::serve(
-            listener,
-            app,
-            ServeConfig::default(),
-            async move {
-                let _ = stop.await;
-            },
-        ));
+        let task = runtime.spawn(http_api::serve(listener, app, serve, async move {
+            let _ = stop.await;
+        }));
         Server {
             addr,
             shutdown: Some(shutdown),
+            task: Some(task),
         }
+    }
+
+    /// Begins the graceful shutdown without waiting for it.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+
+    /// Waits up to `timeout` for `serve` to return after [`Server::begin_shutdown`]; true when
+    /// it did.
+    pub fn wait_stopped(&mut self, timeout: Duration) -> bool {
+        let Some(task) = self.task.take() else {
+            return true;
+        };
+        runtime().block_on(async { tokio::time::timeout(timeout, task).await.is_ok() })
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
+        self.begin_shutdown();
     }
 }
 
