@@ -35,6 +35,12 @@ pub fn fetch(addr: std::net::SocketAddr, query: &str) -> Page {
         Some("application/json"),
         "{target}"
     );
+    // A page is a whole body: its length is announced, it is not chunked.
+    assert_eq!(
+        response.header("content-length"),
+        Some(response.body.len().to_string().as_str()),
+        "{target}"
+    );
     let body = response.json();
     crate::schema::page(&body);
     let keys = |value: &Value| -> Vec<String> {

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
-use hyper::body::Frame;
+use hyper::body::{Frame, SizeHint};
 use tokio::sync::mpsc;
 
 /// Why a streamed body was cut short.
@@ -50,5 +50,42 @@ impl hyper::body::Body for ChannelBody {
         self.receiver
             .poll_recv(cx)
             .map(|chunk| chunk.map(|result| result.map(Frame::data)))
+    }
+}
+
+/// `body`, keeping `guard` alive until the body is dropped: whatever the guard counts (a request
+/// in flight, say) lasts exactly as long as the response is being sent. Unlike
+/// `BodyExt::map_frame`, this keeps the size hint, so whole bodies keep their
+/// `Content-Length`.
+pub(crate) fn with_guard<G: Send + Unpin + 'static>(body: Body, guard: G) -> Body {
+    Guarded {
+        body,
+        _guard: guard,
+    }
+    .boxed_unsync()
+}
+
+struct Guarded<G> {
+    body: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> hyper::body::Body for Guarded<G> {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body_util::BodyExt;
 use hyper::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -28,7 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::App;
+use crate::{App, body};
 
 /// How connections are served.
 #[derive(Clone, Debug)]
@@ -149,14 +148,8 @@ async fn connection(
             let active = Active::new(Arc::clone(&activity));
             async move {
                 let response = app.handle(request).await;
-                // The request counts as in flight for as long as its body lives: the closure
-                // owns the guard, and the body owns the closure.
-                Ok::<_, Infallible>(response.map(|body| {
-                    body.map_frame(move |frame| {
-                        let _in_flight = &active;
-                        frame
-                    })
-                }))
+                // The request counts as in flight for as long as its body lives.
+                Ok::<_, Infallible>(response.map(|body| body::with_guard(body, active)))
             }
         })
     };
