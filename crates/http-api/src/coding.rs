@@ -3,7 +3,7 @@
 //! The encoder is fed a body chunk by chunk and flushes after each one, so that every chunk's
 //! output can be decoded up to that chunk's end: a streamed export loses nothing to buffering
 //! (its CSV header still leaves at once) and back-pressure still works chunk by chunk. The
-//! flush costs a few bytes per 64 KiB chunk.
+//! flush costs a few bytes per 256 KiB chunk.
 //!
 //! Levels favour speed: an export is produced at hundreds of megabytes per second and the
 //! encoder must not become its bottleneck (see docs/PERFORMANCE.md).
