@@ -25,7 +25,8 @@ const PAGE: u32 = 100;
 /// A latency run stops after this long even if it has not made its requests.
 const LATENCY_TIME_LIMIT: Duration = Duration::from_secs(60);
 
-/// Requests before the timed ones, so that the first samples do not pay for cold caches.
+/// Requests of each case before the timed ones, so that the first samples do not pay for cold
+/// caches.
 const WARM_UP: u32 = 10;
 
 /// Bound on one client's requests in a throughput run, besides its deadline.
@@ -95,35 +96,53 @@ pub(crate) struct Throughput {
 /// The clients of the throughput runs.
 pub(crate) const CLIENTS: [u32; 2] = [1, 4];
 
-pub(crate) async fn measure(addr: SocketAddr, case: &PageCase, plan: &Plan) -> Result<PageResult> {
-    let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
-    let mut body = Vec::new();
-    for _ in 0..WARM_UP {
-        request(&mut connection, &case.path, &mut body).await?;
+/// Measures every case: first the latencies, the cases' requests interleaved (one of each in
+/// turn, each case on its own keep-alive connection) so that the noise of a shared machine
+/// falls on all of them alike and their ratios hold; then each case's throughput.
+pub(crate) async fn measure(
+    addr: SocketAddr,
+    cases: &[PageCase],
+    plan: &Plan,
+) -> Result<Vec<PageResult>> {
+    let mut connections = Vec::with_capacity(cases.len());
+    let mut bodies = vec![Vec::new(); cases.len()];
+    for (case, body) in cases.iter().zip(&mut bodies) {
+        let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
+        for _ in 0..WARM_UP {
+            request(&mut connection, &case.path, body).await?;
+        }
+        connections.push(connection);
     }
-    let mut samples = Vec::with_capacity(plan.requests as usize);
+    let mut samples = vec![Vec::with_capacity(plan.requests as usize); cases.len()];
     let started = Instant::now();
     for _ in 0..plan.requests {
         if started.elapsed() > LATENCY_TIME_LIMIT {
             break;
         }
-        let sent = Instant::now();
-        request(&mut connection, &case.path, &mut body).await?;
-        samples.push(sent.elapsed());
+        for (idx, case) in cases.iter().enumerate() {
+            let sent = Instant::now();
+            request(&mut connections[idx], &case.path, &mut bodies[idx]).await?;
+            samples[idx].push(sent.elapsed());
+        }
     }
-    drop(connection);
+    drop(connections);
 
-    let mut throughput = Vec::new();
-    for clients in CLIENTS {
-        throughput.push(throughput_run(addr, &case.path, clients, plan.throughput).await?);
+    let mut results = Vec::with_capacity(cases.len());
+    for ((case, body), samples) in cases.iter().zip(bodies).zip(samples) {
+        eprintln!("bench: oracle page {} (throughput)", case.name);
+        let mut throughput = Vec::new();
+        for clients in CLIENTS {
+            throughput.push(throughput_run(addr, &case.path, clients, plan.throughput).await?);
+        }
+        results.push(PageResult {
+            name: case.name,
+            path: case.path.clone(),
+            body_bytes: body.len(),
+            latency: Summary::of(&samples),
+            throughput,
+        });
     }
-    Ok(PageResult {
-        name: case.name,
-        path: case.path.clone(),
-        body_bytes: body.len(),
-        latency: Summary::of(&samples),
-        throughput,
-    })
+    Ok(results)
 }
 
 async fn throughput_run(

@@ -243,11 +243,12 @@ async fn measure(
         requests: cli.requests,
         throughput: Duration::from_secs_f64(cli.throughput_secs),
     };
-    let mut pages = Vec::new();
-    for case in &page_cases {
-        eprintln!("bench: oracle page {}", case.name);
-        pages.push(listing::measure(addr, case, &plan).await?);
-    }
+    eprintln!(
+        "bench: oracle pages, {} latency rounds over the {} cases",
+        plan.requests,
+        page_cases.len()
+    );
+    let pages = listing::measure(addr, &page_cases, &plan).await?;
     Ok(Measured {
         server_addr: addr,
         slow_reader,

@@ -111,7 +111,7 @@ pub(crate) fn render(results: &Results) -> String {
     );
 
     out += &format!(
-        "oracle listing: one keep-alive client for latency; req/s with {CLIENTS:?} clients\n"
+        "oracle listing: latency with one keep-alive connection per page, requests interleaved; req/s with {CLIENTS:?} clients\n"
     );
     let rows: Vec<Vec<String>> = results
         .oracle_pages

@@ -45,11 +45,13 @@ enum Mode {
 /// 3. call [`assemble`](Self::assemble) with the scanned rows and that flag.
 ///
 /// The main scan reads one row more than the page holds (the look-ahead), which tells whether
-/// the page has a neighbour on its far side from the anchor cursor. The boundary scan looks
-/// one row past the page's near side. Both are index range scans bounded by their limit, so a
-/// page costs the same wherever it lies; offsets, which cost more the deeper the page, are the
-/// alternative this design rejects, and they would also repeat or skip rows when rows are
-/// added during a walk.
+/// the page has a neighbour on its far side from the anchor cursor. It also reads the anchor's
+/// own row: a cursor names a row that was served, so that row usually still exists, and then
+/// it is the page's neighbour on the near side. Only when it is gone does the boundary scan
+/// look one row past the page's near side. Both are index range scans bounded by their limit,
+/// so a page costs the same wherever it lies, and the page after a cursor costs one read, as
+/// the first page does. Offsets, which cost more the deeper the page, are the alternative this
+/// design rejects; they would also repeat or skip rows when rows are added during a walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRequest {
     newest_first: bool,
@@ -60,14 +62,17 @@ pub struct PageRequest {
 }
 
 /// One storage read: rows in ascending [`Position`] order (descending if `descending`),
-/// strictly beyond `after` in that direction when it is `Some`, at most `limit` of them.
+/// beyond `after` in that direction when it is `Some` (and at `after` itself when `inclusive`),
+/// at most `limit` of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scan {
     /// Whether to read in descending [`Position`] order.
     pub descending: bool,
-    /// Exclusive bound: only rows strictly beyond it in scan direction (less than it when
+    /// Where the scan starts: only rows beyond it in scan direction (less than it when
     /// `descending`, greater otherwise). `None` starts at the first row in scan direction.
     pub after: Option<Position>,
+    /// Whether a row exactly at `after` is returned too.
+    pub inclusive: bool,
     /// Maximum number of rows to return.
     pub limit: usize,
 }
@@ -189,24 +194,31 @@ impl PageRequest {
     /// In first mode the scan follows the chosen order; in last mode it runs against it,
     /// because the page is the rows nearest the anchor on its preceding side.
     pub fn main_scan(&self) -> Scan {
+        let anchored = self.anchor.is_some();
         Scan {
             descending: self.main_scan_descending(),
             after: self.anchor,
-            limit: self.usize_page_size() + 1,
+            inclusive: anchored,
+            limit: self.usize_page_size() + 1 + usize::from(anchored),
         }
     }
 
     /// The second read, given the positions the main scan returned (in scan order): one row
     /// on the anchor's side of the page, telling whether anything lies beyond the page there.
     ///
-    /// `None` (nothing to read, no such row) when no anchor cursor was given, since the page
-    /// then starts at the edge of the order, or when `scanned` is empty, since an empty page
-    /// reports no neighbours.
+    /// `None` (nothing to read) when no anchor cursor was given, since the page then starts at
+    /// the edge of the order; when the main scan found the anchor's own row, which is that
+    /// neighbour; or when `scanned` is empty, since an empty page reports no neighbours.
     pub fn boundary_scan(&self, scanned: &[Position]) -> Option<Scan> {
-        let nearest_to_anchor = self.anchor.and(scanned.first())?;
+        let anchor = self.anchor?;
+        let nearest_to_anchor = *scanned.first()?;
+        if nearest_to_anchor == anchor {
+            return None;
+        }
         Some(Scan {
             descending: !self.main_scan_descending(),
-            after: Some(*nearest_to_anchor),
+            after: Some(nearest_to_anchor),
+            inclusive: false,
             limit: 1,
         })
     }
@@ -214,7 +226,8 @@ impl PageRequest {
     /// Builds the page from the rows of [`main_scan`](Self::main_scan) (in scan order) and
     /// whether [`boundary_scan`](Self::boundary_scan) found a row (`false` if it was `None`).
     ///
-    /// Drops the look-ahead row, puts the rows in the chosen order, and derives the flags:
+    /// Drops the anchor's row and the look-ahead row, puts the rows in the chosen order, and
+    /// derives the flags:
     /// the look-ahead tells about the page's far side from the anchor, `boundary_exists`
     /// about its near side. An empty page has both flags false and empty cursors.
     pub fn assemble<T>(&self, mut scanned: Vec<(Position, T)>, boundary_exists: bool) -> Page<T> {
@@ -222,6 +235,12 @@ impl PageRequest {
             self.is_main_scan_output(&scanned),
             "rows are not what main_scan asked for"
         );
+        // The anchor's own row is not part of the page; it only proves a neighbour.
+        let anchor_found = self.anchor.is_some() && scanned.first().map(|(p, _)| *p) == self.anchor;
+        if anchor_found {
+            scanned.remove(0);
+        }
+        let boundary_exists = boundary_exists || anchor_found;
         let page_size = self.usize_page_size();
         let look_ahead_exists = scanned.len() > page_size;
         scanned.truncate(page_size);
@@ -274,7 +293,7 @@ impl PageRequest {
         let descending = self.main_scan_descending();
         let beyond = |a: Position, b: Position| if descending { b < a } else { b > a };
         let after_anchor = match (self.anchor, scanned.first()) {
-            (Some(anchor), Some((first, _))) => beyond(anchor, *first),
+            (Some(anchor), Some((first, _))) => *first == anchor || beyond(anchor, *first),
             _ => true,
         };
         after_anchor && scanned.windows(2).all(|pair| beyond(pair[0].0, pair[1].0))

@@ -42,6 +42,7 @@ const AFTER_ALL: Position = Position {
 fn run(rows: &[Row], scan: Scan) -> Vec<Row> {
     let beyond = |position: &Position| match scan.after {
         None => true,
+        Some(after) if scan.inclusive && *position == after => true,
         Some(after) if scan.descending => *position < after,
         Some(after) => *position > after,
     };
@@ -381,6 +382,7 @@ fn no_parameters_means_the_newest_thousand() {
         Scan {
             descending: true,
             after: None,
+            inclusive: false,
             limit: 1001
         }
     );
@@ -598,10 +600,12 @@ fn parses_valid_requests() {
     };
     let cursor = encode_cursor(anchor);
     let c = cursor.as_str();
-    let scan = |descending, after, limit| Scan {
+    // A scan from a cursor includes the cursor's row and reads one row more for it.
+    let scan = |descending, after: Option<Position>, limit: usize| Scan {
         descending,
         after,
-        limit,
+        inclusive: after.is_some(),
+        limit: limit + usize::from(after.is_some()),
     };
     check_parse(&[], scan(true, None, 1001), true);
     check_parse(&[("first", "10")], scan(true, None, 11), true);
@@ -675,8 +679,12 @@ fn boundary_scan_plans() {
     let scan = |descending| Scan {
         descending,
         after: Some(nearest),
+        inclusive: false,
         limit: 1,
     };
+    // The anchor's own row was found: it is the neighbour, nothing more to read.
+    assert_eq!(boundary(&[("after", c)], &[anchor, nearest]), None);
+    assert_eq!(boundary(&[("before", c)], &[anchor]), None);
     assert_eq!(boundary(&[("first", "2")], &[nearest]), None);
     assert_eq!(boundary(&[("last", "2")], &[nearest]), None);
     assert_eq!(boundary(&[("after", c)], &[]), None);
@@ -851,5 +859,36 @@ fn tampered_cursors_are_rejected_by_parse() {
             &[("before", &bad)],
             "pagination.before is not a valid cursor",
         );
+    }
+}
+
+#[test]
+fn a_page_from_a_stored_cursor_is_one_read() {
+    let rows = dataset(50);
+    for newest_first in [true, false] {
+        for (mode, cursor_mode) in [("first", "after"), ("last", "before")] {
+            let cursor = encode_cursor(rows[20].0);
+            let order = bool_text(newest_first);
+            let query = [
+                (mode, "5"),
+                (cursor_mode, cursor.as_str()),
+                ("newestFirst", order),
+            ];
+            let request = PageRequest::parse(&params(&query)).expect("valid request");
+            let scanned = run(&rows, request.main_scan());
+            let positions: Vec<Position> = scanned.iter().map(|(p, _)| *p).collect();
+            // The cursor's row came back first: no second read is planned.
+            assert_eq!(positions.first(), Some(&rows[20].0), "{query:?}");
+            assert_eq!(request.boundary_scan(&positions), None, "{query:?}");
+            let page = request.assemble(scanned, false);
+            assert_eq!(page.edges.len(), 5);
+            assert!(page.edges.iter().all(|edge| edge.node != 20), "{query:?}");
+            // The cursor's row is the page's neighbour on the cursor's side.
+            let near_side = match (mode, newest_first) {
+                ("first", _) => page.info.has_previous_page,
+                _ => page.info.has_next_page,
+            };
+            assert!(near_side, "{query:?}");
+        }
     }
 }

@@ -50,13 +50,35 @@ fn spec_key(conn: &Connection, spec: &OracleSpecId) -> Result<Option<i64>, Error
         .map_err(map_err)
 }
 
+/// How a scan is bounded by its start position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// From the first row in scan direction.
+    None,
+    /// Rows strictly beyond the position.
+    Exclusive,
+    /// The position's row too.
+    Inclusive,
+}
+
+impl Bound {
+    fn of(scan: &Scan) -> Bound {
+        match (scan.after, scan.inclusive) {
+            (None, _) => Bound::None,
+            (Some(_), false) => Bound::Exclusive,
+            (Some(_), true) => Bound::Inclusive,
+        }
+    }
+}
+
 /// The SQL of one scan. Every variant is a range scan on a clustered key in key order, so
 /// SQLite reads exactly the rows it returns (plus one look-ahead) and sorts nothing.
-pub(crate) fn scan_sql(spec: bool, descending: bool, bounded: bool) -> String {
-    let (cmp, dir) = if descending {
-        ("<", "DESC")
-    } else {
-        (">", "ASC")
+pub(crate) fn scan_sql(spec: bool, descending: bool, bound: Bound) -> String {
+    let (cmp, dir) = match (descending, bound) {
+        (true, Bound::Inclusive) => ("<=", "DESC"),
+        (true, _) => ("<", "DESC"),
+        (false, Bound::Inclusive) => (">=", "ASC"),
+        (false, _) => (">", "ASC"),
     };
     let (from, table) = if spec {
         // CROSS JOIN pins the spec index as the outer loop; each datum is then one seek.
@@ -72,7 +94,7 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, bounded: bool) -> String {
     if spec {
         conditions.push("s.spec = :spec".to_owned());
     }
-    if bounded {
+    if bound != Bound::None {
         conditions.push(format!(
             "({table}.vega_time, {table}.block, {table}.seq) {cmp} (:time, :block, :seq)"
         ));
@@ -97,7 +119,7 @@ fn scan(
         SpecFilter::All => None,
         SpecFilter::Spec(key) => Some(key),
     };
-    let sql = scan_sql(spec.is_some(), scan.descending, scan.after.is_some());
+    let sql = scan_sql(spec.is_some(), scan.descending, Bound::of(scan));
     let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
     let limit = i64::try_from(scan.limit).unwrap_or(i64::MAX);
     // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor sorts
