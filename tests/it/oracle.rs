@@ -235,14 +235,19 @@ fn specs(set: &Shared) -> Vec<String> {
     specs
 }
 
-#[test]
-fn oracle_walks_forward_match_the_reference() {
+/// The signature shared by [`walk_forward`] and [`walk_backward`].
+type Walk = fn(&Shared, Option<&str>, Option<bool>, &mut dyn FnMut() -> usize, &mut Cursors);
+
+/// Walks the whole listing and every spec's with `walk`, in random page sizes from `seed`: the
+/// listing and the most frequent spec in all three orders (default, newest and oldest first),
+/// the other specs in both explicit orders.
+fn walk_everything(walk: Walk, seed: u64) -> Cursors {
     let set = mixed();
-    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut size = move || rng.random_range(1..=50);
     let mut cursors = Cursors::new();
     for newest_first in [None, Some(true), Some(false)] {
-        walk_forward(set, None, newest_first, &mut size, &mut cursors);
+        walk(set, None, newest_first, &mut size, &mut cursors);
     }
     for (spec_idx, spec) in specs(set).iter().enumerate() {
         let orders: &[Option<bool>] = if spec_idx == 0 {
@@ -251,31 +256,22 @@ fn oracle_walks_forward_match_the_reference() {
             &[Some(true), Some(false)]
         };
         for &newest_first in orders {
-            walk_forward(set, Some(spec), newest_first, &mut size, &mut cursors);
+            walk(set, Some(spec), newest_first, &mut size, &mut cursors);
         }
     }
-    assert_eq!(cursors.len(), set.reference().oracle.len());
+    cursors
+}
+
+#[test]
+fn oracle_walks_forward_match_the_reference() {
+    let cursors = walk_everything(walk_forward, 17);
+    assert_eq!(cursors.len(), mixed().reference().oracle.len());
 }
 
 #[test]
 fn oracle_walks_backward_match_the_reference() {
-    let set = mixed();
-    let mut rng = ChaCha8Rng::seed_from_u64(23);
-    let mut size = move || rng.random_range(1..=50);
-    let mut cursors = Cursors::new();
-    for newest_first in [None, Some(true), Some(false)] {
-        walk_backward(set, None, newest_first, &mut size, &mut cursors);
-    }
-    for (spec_idx, spec) in specs(set).iter().enumerate() {
-        let orders: &[Option<bool>] = if spec_idx == 0 {
-            &[None, Some(true), Some(false)]
-        } else {
-            &[Some(true), Some(false)]
-        };
-        for &newest_first in orders {
-            walk_backward(set, Some(spec), newest_first, &mut size, &mut cursors);
-        }
-    }
+    let cursors = walk_everything(walk_backward, 23);
+    assert_eq!(cursors.len(), mixed().reference().oracle.len());
 }
 
 #[test]

@@ -45,11 +45,7 @@ pub(crate) async fn export<B>(
     let filter = parse_filter(query)?;
     let form = export_form(request.headers());
     let permit = app.try_export_permit()?;
-    let encoder = Encoder::new(style.coding).map_err(|err| ApiError::Internal {
-        detail: detail::LEDGER_EXPORT,
-        message: "failed to export ledger entries",
-        source: Box::new(err),
-    })?;
+    let encoder = Encoder::new(style.coding).map_err(|err| export_failed(Box::new(err)))?;
 
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     let (started_sender, started) = oneshot::channel();
@@ -73,20 +69,8 @@ pub(crate) async fn export<B>(
 
     match started.await {
         Ok(Ok(())) => {}
-        Ok(Err(err)) => {
-            return Err(ApiError::Internal {
-                detail: detail::LEDGER_EXPORT,
-                message: "failed to export ledger entries",
-                source: Box::new(err),
-            });
-        }
-        Err(_) => {
-            return Err(ApiError::Internal {
-                detail: detail::LEDGER_EXPORT,
-                message: "failed to export ledger entries",
-                source: "the export ended before it started".into(),
-            });
-        }
+        Ok(Err(err)) => return Err(export_failed(Box::new(err))),
+        Err(_) => return Err(export_failed("the export ended before it started".into())),
     }
 
     let mut response = Response::new(body::channel(receiver));
@@ -106,6 +90,15 @@ pub(crate) async fn export<B>(
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(token));
     }
     Ok(response)
+}
+
+/// Vega's error for an export the store could not serve.
+fn export_failed(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
+    ApiError::Internal {
+        detail: detail::LEDGER_EXPORT,
+        message: "failed to export ledger entries",
+        source,
+    }
 }
 
 /// Counts an export in the in-flight gauge for as long as it lives, whatever way it ends.
@@ -250,11 +243,7 @@ impl ChannelSink<'_> {
     fn fail(&mut self, err: &storage::Error) {
         if self.messages.is_some() {
             let _ = self.flush();
-            let error = ApiError::Internal {
-                detail: detail::LEDGER_EXPORT,
-                message: "failed to export ledger entries",
-                source: crate::error::chain(err).into(),
-            };
+            let error = export_failed(crate::error::chain(err).into());
             let line = format!("{{\"error\":{}}}\n", error.status_json());
             if self.send(line.into_bytes()).is_continue() {
                 let _ = self.finish();

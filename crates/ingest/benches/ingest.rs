@@ -50,16 +50,17 @@ fn ingest_benches(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(10));
     group.throughput(Throughput::Elements(entries));
+    let null_pipeline = || {
+        ingest::ingest(
+            Cursor::new(stream.clone()),
+            &mut NullWriter,
+            &IngestOptions::default(),
+            &mut |_| {},
+        )
+        .expect("ingest")
+    };
     group.bench_function("pipeline into a null writer (entries)", |b| {
-        b.iter(|| {
-            ingest::ingest(
-                Cursor::new(stream.clone()),
-                &mut NullWriter,
-                &IngestOptions::default(),
-                &mut |_| {},
-            )
-            .expect("ingest")
-        })
+        b.iter(null_pipeline)
     });
     group.bench_function("into SQLite (entries)", |b| {
         b.iter_batched(
@@ -86,15 +87,7 @@ fn ingest_benches(c: &mut Criterion) {
     });
     group.throughput(Throughput::Bytes(stream.len() as u64));
     group.bench_function("pipeline into a null writer (NDJSON bytes)", |b| {
-        b.iter(|| {
-            ingest::ingest(
-                Cursor::new(stream.clone()),
-                &mut NullWriter,
-                &IngestOptions::default(),
-                &mut |_| {},
-            )
-            .expect("ingest")
-        })
+        b.iter(null_pipeline)
     });
     group.finish();
 }
