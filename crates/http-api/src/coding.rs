@@ -133,11 +133,16 @@ impl Encoder {
     }
 
     /// Compresses a whole body at once.
-    pub(crate) fn whole(coding: Coding, body: Vec<u8>) -> io::Result<Vec<u8>> {
+    pub(crate) fn whole(coding: Coding, body: &[u8]) -> io::Result<Vec<u8>> {
         let mut encoder = Encoder::new(coding)?;
-        let mut out = encoder.chunk(body)?;
-        out.extend(encoder.finish()?);
-        Ok(out)
+        // No flush: the output stays in the encoder's `Vec` until `finish` hands it over whole.
+        match &mut encoder {
+            Encoder::Identity => return Ok(body.to_vec()),
+            Encoder::Gzip(inner) => inner.write_all(body)?,
+            Encoder::Zstd(inner) => inner.write_all(body)?,
+            Encoder::Brotli(inner) => inner.write_all(body)?,
+        }
+        encoder.finish()
     }
 }
 
@@ -257,7 +262,7 @@ mod tests {
             let trailer = encoder.finish().unwrap();
             assert_eq!(decoder.feed(&trailer), plain, "{coding:?}");
             if coding != Coding::Identity {
-                let whole = Encoder::whole(coding, plain.clone()).unwrap();
+                let whole = Encoder::whole(coding, &plain).unwrap();
                 assert!(
                     whole.len() < plain.len() / 4,
                     "{coding:?} barely compresses"

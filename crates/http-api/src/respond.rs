@@ -50,7 +50,8 @@ impl Style {
                 coding: Coding::Identity,
             };
         }
-        match Encoder::whole(self.coding, body.clone()) {
+        // Compressed from a borrow: the plain body stays at hand for the fallback, uncopied.
+        match Encoder::whole(self.coding, &body) {
             Ok(bytes) => Encoded {
                 bytes,
                 coding: self.coding,
