@@ -11,8 +11,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use eventgen::{GenerateConfig, GenerateSummary};
 use http_api::{App, AppConfig, ServeConfig};
-use ingest::{GenerateConfig, GenerateSummary, IngestOptions};
+use ingest::IngestOptions;
 use storage::{SqliteConfig, SqliteStore};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
@@ -77,7 +78,7 @@ impl Dataset {
 
 fn generate(config: &GenerateConfig, summary: &mut GenerateSummary) -> Vec<u8> {
     let mut stream = Vec::new();
-    let written = ingest::generate(config, &mut stream).expect("generate");
+    let written = eventgen::generate(config, &mut stream).expect("generate");
     summary.events += written.events;
     summary.blocks += written.blocks;
     summary.ledger_entries += written.ledger_entries;
