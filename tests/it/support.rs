@@ -218,6 +218,7 @@ pub fn whale() -> &'static Shared {
             whale_share: 0.8,
             start_height: 7_000_000,
             start_time_nanos: 1_700_000_000_000_000_000,
+            ..GenerateConfig::DEFAULT
         })
     })
 }

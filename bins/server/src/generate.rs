@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use eventgen::GenerateConfig;
+use eventgen::{Format, GenerateConfig};
 
 /// Flags of `generate`.
 #[derive(Debug, Args)]
@@ -38,6 +38,13 @@ pub struct GenerateArgs {
     /// Share of entries (0 to 1) that involve party 0, to make one very large party.
     #[arg(long, default_value_t = GenerateConfig::DEFAULT.whale_share)]
     whale_share: f64,
+    /// Share of all events (0 to below 1) that are ACCOUNT events, a type the data node does not
+    /// store, mixed in between the others; the stored events stay the same.
+    #[arg(long, default_value_t = GenerateConfig::DEFAULT.other_events_share)]
+    other_events_share: f64,
+    /// Output format: NDJSON (protobuf JSON, one event a line) or a Vega event buffer file.
+    #[arg(long, value_enum, default_value_t = Format::default())]
+    format: Format,
     /// Output file [default: standard output].
     #[arg(long, short)]
     output: Option<PathBuf>,
@@ -55,6 +62,7 @@ impl GenerateArgs {
             entries_per_block: self.entries_per_block,
             oracle_data_per_block: self.oracle_data_per_block,
             whale_share: self.whale_share,
+            other_events_share: self.other_events_share,
             ..GenerateConfig::DEFAULT
         }
     }
@@ -70,13 +78,14 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         None => Box::new(io::stdout().lock()),
     };
     let mut out = BufWriter::with_capacity(1 << 20, out);
-    let summary = eventgen::generate(&config, &mut out)?;
+    let summary = eventgen::generate_as(&config, args.format, &mut out)?;
     out.flush().context("cannot write the stream")?;
     tracing::info!(
         events = summary.events,
         blocks = summary.blocks,
         ledger_entries = summary.ledger_entries,
         oracle_data = summary.oracle_data,
+        other_events = summary.other_events,
         "generated"
     );
     Ok(())
@@ -101,5 +110,6 @@ mod tests {
     fn no_flags_mean_the_generator_defaults() {
         let cli = Cli::try_parse_from(["generate"]).unwrap();
         assert_eq!(cli.args.config(), GenerateConfig::DEFAULT);
+        assert_eq!(cli.args.format, Format::default());
     }
 }

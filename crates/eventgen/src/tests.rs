@@ -6,6 +6,7 @@
 //! keeps the suite well under two seconds in debug builds.
 
 mod analysis;
+mod formats;
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -184,6 +185,18 @@ fn invalid_configs_are_rejected_before_writing() {
         },
         GenerateConfig {
             start_time_nanos: i64::MAX - 1,
+            ..small(1)
+        },
+        GenerateConfig {
+            other_events_share: 1.0,
+            ..small(1)
+        },
+        GenerateConfig {
+            other_events_share: -0.1,
+            ..small(1)
+        },
+        GenerateConfig {
+            other_events_share: f64::NAN,
             ..small(1)
         },
     ];

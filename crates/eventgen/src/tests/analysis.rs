@@ -197,7 +197,10 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
             cx.block = None;
             found.counted.blocks += 1;
         }
-        "BUS_EVENT_TYPE_ACCOUNT" => found.account_events += 1,
+        "BUS_EVENT_TYPE_ACCOUNT" => {
+            found.account_events += 1;
+            found.counted.other_events += 1;
+        }
         "BUS_EVENT_TYPE_ORACLE_DATA" => check_oracle(cx, found, id, time, event),
         "BUS_EVENT_TYPE_LEDGER_MOVEMENTS" => {
             let movements = event["ledgerMovements"]["ledgerMovements"].as_array();
