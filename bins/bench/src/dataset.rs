@@ -55,6 +55,10 @@ pub(crate) struct DatasetArgs {
     /// Parties.
     #[arg(long, default_value_t = STANDARD.parties)]
     parties: u32,
+    /// Share of all events (0 to below 1) of a type the server does not store, mixed in:
+    /// 0.9 measures ingest of a stream shaped like a real node's (entries/s and events/s).
+    #[arg(long, default_value_t = STANDARD.other_events_share)]
+    other_events_share: f64,
     /// A 1% dataset for a quick smoke run.
     #[arg(long)]
     pub(crate) small: bool,
@@ -76,6 +80,7 @@ impl DatasetArgs {
             entries_per_block: self.entries_per_block,
             oracle_data_per_block: self.oracle_data_per_block,
             whale_share: self.whale_share,
+            other_events_share: self.other_events_share,
             ..STANDARD
         }
     }
@@ -86,8 +91,10 @@ impl DatasetArgs {
 fn same_stream(one: &GenerateConfig, other: &GenerateConfig) -> bool {
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     close(one.whale_share, other.whale_share)
+        && close(one.other_events_share, other.other_events_share)
         && GenerateConfig {
             whale_share: other.whale_share,
+            other_events_share: other.other_events_share,
             ..one.clone()
         } == *other
 }
@@ -99,6 +106,9 @@ pub(crate) struct Generated {
     pub(crate) blocks: u64,
     pub(crate) ledger_entries: u64,
     pub(crate) oracle_data: u64,
+    /// Events of types the server does not store; absent from manifests older than the field.
+    #[serde(default)]
+    pub(crate) other_events: u64,
     pub(crate) bytes: u64,
     pub(crate) seconds: f64,
 }
@@ -238,6 +248,7 @@ fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
         blocks: summary.blocks,
         ledger_entries: summary.ledger_entries,
         oracle_data: summary.oracle_data,
+        other_events: summary.other_events,
         bytes,
         seconds: started.elapsed().as_secs_f64(),
     })
