@@ -112,4 +112,18 @@ mod tests {
         assert_eq!(cli.args.config(), GenerateConfig::DEFAULT);
         assert_eq!(cli.args.format, Format::default());
     }
+
+    #[test]
+    fn format_and_other_events_reach_the_generator() {
+        let cli = Cli::try_parse_from([
+            "generate",
+            "--format",
+            "vega-buffer",
+            "--other-events-share",
+            "0.9",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.format, Format::VegaBuffer);
+        assert_eq!(cli.args.config().other_events_share, 0.9);
+    }
 }
