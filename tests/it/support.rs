@@ -83,6 +83,7 @@ fn generate(config: &GenerateConfig, summary: &mut GenerateSummary) -> Vec<u8> {
     summary.blocks += written.blocks;
     summary.ledger_entries += written.ledger_entries;
     summary.oracle_data += written.oracle_data;
+    summary.other_events += written.other_events;
     stream
 }
 
