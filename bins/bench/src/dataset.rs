@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use eventgen::GenerateConfig;
+use eventgen::{Format, GenerateConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::process::IngestRun;
@@ -59,6 +59,9 @@ pub(crate) struct DatasetArgs {
     /// 0.9 measures ingest of a stream shaped like a real node's (entries/s and events/s).
     #[arg(long, default_value_t = STANDARD.other_events_share)]
     other_events_share: f64,
+    /// Form of the dataset's events, which `server ingest` reads: NDJSON or a Vega event buffer.
+    #[arg(long, value_enum, default_value_t = Format::default())]
+    pub(crate) format: Format,
     /// A 1% dataset for a quick smoke run.
     #[arg(long)]
     pub(crate) small: bool,
@@ -109,6 +112,9 @@ pub(crate) struct Generated {
     /// Events of types the server does not store; absent from manifests older than the field.
     #[serde(default)]
     pub(crate) other_events: u64,
+    /// The form of `events.*`; NDJSON in manifests older than the field.
+    #[serde(default)]
+    pub(crate) format: Format,
     pub(crate) bytes: u64,
     pub(crate) seconds: f64,
 }
@@ -176,8 +182,11 @@ pub(crate) struct Ingested {
     pub(crate) ingest_reused: bool,
 }
 
-pub(crate) fn events_path(dir: &Path) -> PathBuf {
-    dir.join("events.ndjson")
+pub(crate) fn events_path(dir: &Path, format: Format) -> PathBuf {
+    dir.join(match format {
+        Format::Ndjson => "events.ndjson",
+        Format::VegaBuffer => "events.vegabuf",
+    })
 }
 
 pub(crate) fn db_path(dir: &Path) -> PathBuf {
@@ -189,10 +198,16 @@ fn manifest_path(dir: &Path) -> PathBuf {
 }
 
 /// Reuses the dataset in `dir` when it was made from `config` and is complete, else writes it.
-pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Result<Prepared> {
+pub(crate) fn prepare(
+    dir: &Path,
+    config: &GenerateConfig,
+    format: Format,
+    fresh: bool,
+) -> Result<Prepared> {
     if !fresh && let Some(manifest) = load_manifest(dir) {
-        let events_len = std::fs::metadata(events_path(dir)).map(|meta| meta.len());
+        let events_len = std::fs::metadata(events_path(dir, format)).map(|meta| meta.len());
         if same_stream(&manifest.dataset, config)
+            && manifest.generated.format == format
             && events_len.ok() == Some(manifest.generated.bytes)
         {
             eprintln!(
@@ -213,7 +228,7 @@ pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Resul
         config.blocks,
         dir.display()
     );
-    let generated = generate(dir, config)?;
+    let generated = generate(dir, config, format)?;
     let manifest = Manifest {
         dataset: config.clone(),
         generated,
@@ -226,15 +241,18 @@ pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Resul
     })
 }
 
-fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
-    let path = events_path(dir);
-    let partial = path.with_extension("ndjson.partial");
+fn generate(dir: &Path, config: &GenerateConfig, format: Format) -> Result<Generated> {
+    let path = events_path(dir, format);
+    let mut partial = path.clone().into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
     let started = Instant::now();
     let file =
         File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
     // The generator buffers by itself; this only makes its 64 KiB hand-offs into 1 MiB writes.
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let summary = eventgen::generate(config, &mut out).context("cannot generate the dataset")?;
+    let summary =
+        eventgen::generate_as(config, format, &mut out).context("cannot generate the dataset")?;
     out.flush()
         .with_context(|| format!("cannot write {}", partial.display()))?;
     drop(out);
@@ -249,6 +267,7 @@ fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
         ledger_entries: summary.ledger_entries,
         oracle_data: summary.oracle_data,
         other_events: summary.other_events,
+        format,
         bytes,
         seconds: started.elapsed().as_secs_f64(),
     })

@@ -115,7 +115,7 @@ fn run(cli: Cli) -> Result<()> {
     let server = process::locate_server(cli.server.as_deref())?;
     let config = cli.dataset.config();
 
-    let prepared = dataset::prepare(&dir, &config, cli.fresh)?;
+    let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;
     let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;
 
     let db = dataset::db_path(&dir);
@@ -183,7 +183,12 @@ fn ingest_step(
         manifest.generated.ledger_entries,
         server.display()
     );
-    let run = process::run_ingest(server, &db, &dataset::events_path(dir), dir)?;
+    let run = process::run_ingest(
+        server,
+        &db,
+        &dataset::events_path(dir, manifest.generated.format),
+        dir,
+    )?;
     manifest.ingest = Some(dataset::IngestRecord::new(
         &run,
         &manifest.generated,

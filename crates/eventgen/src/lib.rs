@@ -138,6 +138,11 @@ pub struct GenerateSummary {
 /// How the stream is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum Format {
     /// Newline-delimited protobuf-JSON `BusEvent`s, one per line.
     #[default]
