@@ -33,8 +33,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
     cors_origins: String,
     /// Exports allowed at once; more get 503 with Retry-After.
-    #[arg(long, env = "DATANODE_MAX_EXPORTS", default_value_t = 16)]
+    #[arg(long, env = "DATANODE_MAX_EXPORTS", default_value_t = AppConfig::default().max_concurrent_exports)]
     max_exports: usize,
+    /// Oracle data pages read at once; more wait a quarter of a second, then get 503 with
+    /// Retry-After.
+    #[arg(long, env = "DATANODE_MAX_PAGES", default_value_t = AppConfig::default().max_concurrent_pages)]
+    max_pages: usize,
     /// Connections served at once; more wait in the listen backlog.
     #[arg(long, env = "DATANODE_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -61,6 +65,7 @@ impl ServeArgs {
     fn app_config(&self) -> AppConfig {
         AppConfig {
             max_concurrent_exports: self.max_exports,
+            max_concurrent_pages: self.max_pages,
             cors: AllowedOrigins::parse(&self.cors_origins),
         }
     }
