@@ -33,8 +33,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use events::Block;
-use ids::{IdKind, IdTable, UPPER, hex_id, random_hex};
+use ids::{IdKind, IdTable, hex_id, random_hex};
 use ledger::Ledger;
+use ledger_core::hex::UPPER;
 use oracle::OracleFeed;
 
 /// Sizes and seed; the same config always yields the same bytes.
