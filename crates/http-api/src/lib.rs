@@ -8,11 +8,12 @@
 //! - `GET /api/v2/oracle/data[?oracleSpecId=…][&pagination.first|after|last|before|newestFirst=…]`:
 //!   a cursor-paginated page of oracle data.
 //! - `GET /api/v2/openapi.json`: the OpenAPI description of the two operations.
-//! - `GET /health`: `ok` while the store answers, 503 otherwise.
+//! - `GET /health` (and `HEAD`): `ok` while the store answers and its recent reads have not
+//!   kept failing, 503 otherwise.
 //! - `GET /metrics`: Prometheus metrics.
 //!
-//! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 for a known
-//! path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
+//! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 with `Allow`
+//! for a known path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
 //! answers are indented with `?pretty`, and bodies are compressed (gzip, zstd or brotli) when
 //! `Accept-Encoding` allows, the export as it streams.
 //!
