@@ -244,6 +244,36 @@ fn an_explicit_database_is_never_filled_with_demo_data() {
 }
 
 #[test]
+fn silent_connections_at_the_cap_do_not_queue_a_real_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let serving = serve(
+        server()
+            .args(["serve", "--listen", "127.0.0.1:0", "--max-connections", "4"])
+            .args([
+                "--header-timeout-secs",
+                "60",
+                "--idle-timeout-secs",
+                "60",
+                "--db",
+            ])
+            .arg(&db),
+    );
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&serving.addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    let response = http_get(&serving.addr, "/health");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a real client waited {:?} behind silent connections",
+        started.elapsed()
+    );
+    drop(silent);
+}
+
+#[test]
 fn every_request_is_logged_and_json_logs_on_request() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");

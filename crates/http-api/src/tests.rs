@@ -327,50 +327,48 @@ async fn export_answers_the_message_stream_when_json_is_preferred() {
 }
 
 #[tokio::test]
-async fn export_storage_failure_before_the_body_is_a_500() {
-    let store = FakeStore {
-        fail_before_start: true,
-        ..FakeStore::default()
-    };
-    let answer = get(
-        store,
-        &format!("/api/v2/ledgerentry/export?partyId={PARTY}"),
-    )
-    .await;
-    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(answer.header("retry-after"), "");
-    assert_eq!(
-        answer.json(),
-        json!({"error": {"code": 13, "message": "Internal error", "details": [{
-            "@type": "type.googleapis.com/vega.ErrorDetail", "code": 260002,
-            "message": "failed to export ledger entries",
-            "inner": "storage corrupt: disk on fire"
-        }]}})
-    );
-}
-
-#[tokio::test]
-async fn export_of_an_unavailable_store_is_a_503_with_retry_after() {
-    let store = FakeStore {
-        fail_before_start: true,
-        unavailable: true,
-        ..FakeStore::default()
-    };
-    let answer = get(
-        store,
-        &format!("/api/v2/ledgerentry/export?partyId={PARTY}"),
-    )
-    .await;
-    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(answer.header("retry-after"), "1");
-    assert_eq!(
-        answer.json(),
-        json!({"error": {"code": 14, "message": "Unavailable error", "details": [{
-            "@type": "type.googleapis.com/vega.ErrorDetail", "code": 260002,
-            "message": "failed to export ledger entries",
-            "inner": "storage unavailable: disk on fire"
-        }]}})
-    );
+async fn export_storage_failure_before_the_body_is_a_status() {
+    // (unavailable, status, Retry-After, gRPC code, gRPC message, cause)
+    let cases = [
+        (
+            false,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "",
+            13,
+            "Internal error",
+            "corrupt",
+        ),
+        (
+            true,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "1",
+            14,
+            "Unavailable error",
+            "unavailable",
+        ),
+    ];
+    for (unavailable, status, retry_after, code, message, cause) in cases {
+        let store = FakeStore {
+            fail_before_start: true,
+            unavailable,
+            ..FakeStore::default()
+        };
+        let answer = get(
+            store,
+            &format!("/api/v2/ledgerentry/export?partyId={PARTY}"),
+        )
+        .await;
+        assert_eq!(answer.status, status);
+        assert_eq!(answer.header("retry-after"), retry_after);
+        assert_eq!(
+            answer.json(),
+            json!({"error": {"code": code, "message": message, "details": [{
+                "@type": "type.googleapis.com/vega.ErrorDetail", "code": 260002,
+                "message": "failed to export ledger entries",
+                "inner": format!("storage {cause}: disk on fire")
+            }]}})
+        );
+    }
 }
 
 #[tokio::test]

@@ -30,6 +30,16 @@ async fn start(store: FakeStore, config: ServeConfig) -> Server {
     Server { addr, _stop: stop }
 }
 
+/// A configuration where only the connection cap closes connections within a test's time.
+fn capped(max_connections: usize) -> ServeConfig {
+    ServeConfig {
+        max_connections,
+        header_read_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        ..ServeConfig::default()
+    }
+}
+
 /// Everything the server sends until it closes the connection (or resets it), within 10 s.
 async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     let mut reply = Vec::new();
@@ -110,16 +120,7 @@ async fn health(stream: &mut TcpStream) -> String {
 
 #[tokio::test]
 async fn a_full_connection_table_drops_the_oldest_silent_connection_for_a_real_client() {
-    let server = start(
-        FakeStore::default(),
-        ServeConfig {
-            max_connections: 4,
-            header_read_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(60),
-            ..ServeConfig::default()
-        },
-    )
-    .await;
+    let server = start(FakeStore::default(), capped(4)).await;
     let mut silent = Vec::new();
     for _ in 0..12 {
         silent.push(TcpStream::connect(server.addr).await.unwrap());
@@ -139,16 +140,7 @@ async fn a_full_connection_table_drops_the_oldest_silent_connection_for_a_real_c
 
 #[tokio::test]
 async fn a_full_table_of_connections_that_asked_makes_new_ones_wait() {
-    let server = start(
-        FakeStore::default(),
-        ServeConfig {
-            max_connections: 1,
-            header_read_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(60),
-            ..ServeConfig::default()
-        },
-    )
-    .await;
+    let server = start(FakeStore::default(), capped(1)).await;
     // A keep-alive connection that has asked something is not dropped for a newcomer.
     let mut first = TcpStream::connect(server.addr).await.unwrap();
     first
