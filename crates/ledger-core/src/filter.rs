@@ -105,7 +105,6 @@ mod tests {
             let range = TimeRange::new(start, end).unwrap();
             assert_eq!((range.start(), range.end()), (start, end));
         }
-        assert_eq!(TimeRange::default(), TimeRange::new(None, None).unwrap());
     }
 
     #[test]
