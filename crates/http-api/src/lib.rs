@@ -98,7 +98,7 @@ impl Default for AppConfig {
 /// How long a page waits for one of the [`AppConfig::max_concurrent_pages`] slots before it is
 /// refused: pages take milliseconds, so a short wait rides out a burst without queueing clients
 /// behind a store that has stalled.
-pub const PAGE_WAIT: Duration = Duration::from_millis(250);
+pub const PAGE_WAIT: Duration = Duration::from_secs(1);
 
 /// Seconds a refused client is asked to wait before retrying.
 const BUSY_RETRY_AFTER: u32 = 1;

@@ -508,7 +508,8 @@ async fn oracle_storage_failure_is_a_500_in_the_bare_shape() {
     );
 }
 
-#[tokio::test]
+// Paused time: the page's wait for a slot passes at once.
+#[tokio::test(start_paused = true)]
 async fn pages_beyond_their_cap_get_503_with_retry_after() {
     let config = AppConfig {
         max_concurrent_pages: 0,

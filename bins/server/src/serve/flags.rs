@@ -36,7 +36,7 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_MAX_EXPORTS",
           default_value_t = AppConfig::default().max_concurrent_exports)]
     max_exports: usize,
-    /// Oracle data pages read at once; more wait a quarter of a second, then get 503 with
+    /// Oracle data pages read at once; more wait up to a second, then get 503 with
     /// Retry-After.
     #[arg(long, env = "DATANODE_MAX_PAGES",
           default_value_t = AppConfig::default().max_concurrent_pages)]
