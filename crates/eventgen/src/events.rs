@@ -3,10 +3,11 @@
 use rand::Rng;
 
 use super::accounts::{Account, Entry};
-use super::ids::{IdTable, LOWER, UPPER, random_hex};
+use super::ids::{IdTable, random_hex};
 use super::json::{one_percent, push_decimal, push_i64, push_int, push_quoted};
 use super::ledger::Ledger;
 use super::oracle::OracleFeed;
+use ledger_core::hex::{LOWER, UPPER};
 
 const CHAIN_ID: &str = "vega-mainnet-0011";
 

@@ -47,8 +47,9 @@ use rand_chacha::ChaCha8Rng;
 
 use buffer::BufferEncoder;
 use events::Block;
-use ids::{IdKind, IdTable, UPPER, hex_id, random_hex};
+use ids::{IdKind, IdTable, hex_id, random_hex};
 use ledger::Ledger;
+use ledger_core::hex::UPPER;
 use oracle::OracleFeed;
 
 /// Sizes and seed; the same config always yields the same bytes.
