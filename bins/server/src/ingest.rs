@@ -1,15 +1,14 @@
 //! `server ingest`, and the ingest that `serve --ingest` runs beside the API.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
-use ingest::{IngestOptions, IngestStats};
+use clap::{Args, ValueEnum};
+use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input};
 use storage::{IngestWriter, SqliteConfig, SqliteStore};
 
 use crate::db_path;
@@ -20,9 +19,12 @@ pub struct IngestArgs {
     /// SQLite database to write [default: ./datanode.sqlite].
     #[arg(long, env = "DATANODE_DB")]
     db: Option<PathBuf>,
-    /// Event stream: a file of newline-delimited JSON bus events, or - for standard input
-    /// (read until it ends, committing as it goes).
+    /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
+    /// (read in file-name order), a file of newline-delimited JSON bus events, or - for
+    /// standard input (read until it ends, committing as it goes).
     input: String,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Print progress even when standard error is not a terminal.
     #[arg(long, conflicts_with = "quiet")]
     progress: bool,
@@ -42,9 +44,13 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     stop_on_signal(Arc::clone(&stop))?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
     let mut reporter = Progress::new(show_progress);
-    let stats = run(&args.input, &mut writer, &stop, &mut |stats| {
-        reporter.report(stats)
-    })?;
+    let stats = run(
+        &args.input,
+        &args.format,
+        &mut writer,
+        &stop,
+        &mut |stats| reporter.report(stats),
+    )?;
     tracing::info!(
         "ingest done: {}",
         summary(&stats, reporter.started.elapsed())
@@ -61,32 +67,68 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     Ok(())
 }
 
-/// Ingests the stream named `input` (a path, or `-` for standard input) until it ends or
-/// `stop` is set.
+/// How an input's records are read.
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// The input's format, detected from its first bytes unless given: gzip is always
+    /// recognised; `{` or whitespace first means NDJSON, anything else buffer records.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// A record (buffer record or NDJSON line) longer than this is an error, refused before
+    /// it is read: it bounds the memory whatever the input.
+    #[arg(long, default_value_t = DEFAULT_MAX_RECORD_BYTES)]
+    max_record_bytes: usize,
+}
+
+impl Default for FormatArgs {
+    fn default() -> Self {
+        Self {
+            format: None,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    /// Newline-delimited protobuf JSON.
+    Ndjson,
+    /// Vega's event buffer file (length-prefixed protobuf records).
+    VegaBuffer,
+}
+
+impl From<FormatArg> for Format {
+    fn from(format: FormatArg) -> Format {
+        match format {
+            FormatArg::Ndjson => Format::Ndjson,
+            FormatArg::VegaBuffer => Format::VegaBuffer,
+        }
+    }
+}
+
+/// Ingests the stream named `input` (a file or directory, or `-` for standard input) until it
+/// ends or `stop` is set.
 pub fn run(
     input: &str,
+    format: &FormatArgs,
     writer: &mut dyn IngestWriter,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&IngestStats),
 ) -> Result<IngestStats> {
-    let reader = open(input)?;
+    let source = if input == "-" {
+        Input::stdin()
+    } else {
+        Input::path(input)
+    };
     let options = IngestOptions {
         stop: Some(stop),
+        format: format.format.map(Format::from),
+        max_record_bytes: format.max_record_bytes,
         ..IngestOptions::default()
     };
-    ingest::ingest(reader, writer, &options, progress)
+    ingest::ingest(source, writer, &options, progress)
         .with_context(|| format!("ingest of {input} stopped"))
-}
-
-/// A large buffer: lines are parsed in place in it, and fewer reads mean fewer system calls.
-const READ_BUFFER: usize = 1 << 20;
-
-fn open(input: &str) -> Result<Box<dyn BufRead + Send>> {
-    if input == "-" {
-        return Ok(Box::new(BufReader::with_capacity(READ_BUFFER, io::stdin())));
-    }
-    let file = File::open(input).with_context(|| format!("cannot open {input}"))?;
-    Ok(Box::new(BufReader::with_capacity(READ_BUFFER, file)))
 }
 
 /// Sets `stop` on the first SIGINT or SIGTERM; a second one ends the process at once.

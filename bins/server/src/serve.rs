@@ -25,9 +25,10 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
     listen: SocketAddr,
-    /// Also ingest this event stream (a file, or - for standard input) while serving; readers
-    /// see each block once it is whole.
-    #[arg(long, env = "DATANODE_INGEST", value_name = "FILE|-")]
+    /// Also ingest this event stream (as `server ingest` reads it: a buffer file, gzip, a
+    /// directory, NDJSON, or - for standard input) while serving; readers see each block once
+    /// it is whole.
+    #[arg(long, env = "DATANODE_INGEST", value_name = "PATH|-")]
     ingest: Option<String>,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
@@ -142,7 +143,8 @@ fn spawn_ingest(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let result = crate::ingest::run(&input, &mut writer, &stop, &mut |stats| {
+            let format = crate::ingest::FormatArgs::default();
+            let result = crate::ingest::run(&input, &format, &mut writer, &stop, &mut |stats| {
                 metrics.ingest_progress(&progress(stats));
                 if last_log.elapsed() >= Duration::from_secs(10) {
                     last_log = Instant::now();

@@ -5,7 +5,9 @@
 //! everything a reader can see, so that "adds nothing" and "the same as one clean run" are
 //! plain equality checks.
 
+mod buffer;
 mod commits;
+mod formats;
 mod lines;
 mod malformed;
 mod resume;
@@ -23,7 +25,8 @@ use tempfile::TempDir;
 
 use crate::{IngestError, IngestOptions, IngestStats, ingest};
 
-/// A copy of the reference sample stream (`/work/shared/reference/sample-events.ndjson`).
+/// The sample stream of real events, kept with the tests (a copy of the project's reference
+/// sample, `../shared/reference/sample-events.ndjson` beside the repository).
 const SAMPLE: &str = include_str!("../testdata/sample-events.ndjson");
 
 /// A fresh store in its own temporary directory, removed on drop.
