@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input};
+use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
 use storage::{IngestWriter, SqliteConfig, SqliteStore};
 
 use crate::db_path;
@@ -20,8 +20,9 @@ pub struct IngestArgs {
     #[arg(long, env = "DATANODE_DB")]
     db: Option<PathBuf>,
     /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
-    /// (read in file-name order), a file of newline-delimited JSON bus events, or - for
-    /// standard input (read until it ends, committing as it goes).
+    /// (read in file-name order), a file of newline-delimited JSON bus events, - for standard
+    /// input (read until it ends, committing as it goes), or tcp://HOST:PORT to listen for a
+    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005).
     input: String,
     #[command(flatten)]
     format: FormatArgs,
@@ -107,8 +108,8 @@ impl From<FormatArg> for Format {
     }
 }
 
-/// Ingests the stream named `input` (a file or directory, or `-` for standard input) until it
-/// ends or `stop` is set.
+/// Ingests the stream named `input` (a file or directory, `-` for standard input, or
+/// `tcp://HOST:PORT` for a socket) until it ends or `stop` is set.
 pub fn run(
     input: &str,
     format: &FormatArgs,
@@ -118,6 +119,14 @@ pub fn run(
 ) -> Result<IngestStats> {
     let source = if input == "-" {
         Input::stdin()
+    } else if let Some(address) = input.strip_prefix("tcp://") {
+        let socket = Socket::bind(address, format.max_record_bytes)
+            .with_context(|| format!("cannot listen on {input}"))?;
+        tracing::info!(
+            address = socket.address(),
+            "waiting for a Vega core node to connect"
+        );
+        Input::frames(socket)
     } else {
         Input::path(input)
     };

@@ -26,9 +26,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
     listen: SocketAddr,
     /// Also ingest this event stream (as `server ingest` reads it: a buffer file, gzip, a
-    /// directory, NDJSON, or - for standard input) while serving; readers see each block once
-    /// it is whole.
-    #[arg(long, env = "DATANODE_INGEST", value_name = "PATH|-")]
+    /// directory, NDJSON, - for standard input, or tcp://HOST:PORT for a Vega core node's
+    /// event socket) while serving; readers see each block once it is whole.
+    #[arg(long, env = "DATANODE_INGEST", value_name = "PATH|-|tcp://HOST:PORT")]
     ingest: Option<String>,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]

@@ -37,6 +37,7 @@ mod tests;
 mod writer;
 
 pub use error::{EventError, IngestError, Location, RecordError};
+pub use frames::socket::Socket;
 pub use frames::{Encoding, Frames, Step};
 pub use generate::{GenerateConfig, GenerateSummary, generate};
 pub use input::{Format, Input};

@@ -79,12 +79,15 @@ fn read_frames(
                 match decoded {
                     Ok(event) => chunk.push(Message::Event(prepare(event, &mut encoder))),
                     Err(cause) => {
-                        chunk.push(Message::Failed(IngestError::Record {
-                            location: frames.location(),
-                            cause,
-                        }));
-                        send(chunk);
-                        return;
+                        let location = frames.location();
+                        match frames.reject(IngestError::Record { location, cause }) {
+                            Ok(()) => chunk.push(Message::PeerGone),
+                            Err(err) => {
+                                chunk.push(Message::Failed(err));
+                                send(chunk);
+                                return;
+                            }
+                        }
                     }
                 }
                 if chunk.len() == CHUNK_EVENTS && !send(chunk) {

@@ -12,6 +12,7 @@ mod lines;
 mod malformed;
 mod resume;
 mod rows;
+mod socket;
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;

@@ -7,6 +7,7 @@
 
 pub(crate) mod lines;
 pub(crate) mod records;
+pub(crate) mod socket;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::Arc;
@@ -56,6 +57,17 @@ pub trait Frames: Send {
 
     /// Where the current record is (or would begin, after an error).
     fn location(&self) -> Location;
+
+    /// Told that the current record is not a valid event. A file stops the ingest with
+    /// `error` (the default); a live source may instead drop what the record belonged to (a
+    /// socket logs it and closes the connection) and return `Ok`: the block in progress is
+    /// then incomplete, as after [`Step::PeerGone`].
+    ///
+    /// # Errors
+    /// `error`, when the ingest must stop.
+    fn reject(&mut self, error: IngestError) -> Result<(), IngestError> {
+        Err(error)
+    }
 }
 
 /// A large buffer: records are framed in place in it, and fewer reads mean fewer system calls.

@@ -179,7 +179,7 @@ fn format_is_detected_unless_given() {
 }
 
 /// Three blocks of five events each (records 1–15): begin, time, ledger, account, end.
-fn three_blocks() -> Vec<String> {
+pub(crate) fn three_blocks() -> Vec<String> {
     (1..=3)
         .flat_map(|height| {
             block(
