@@ -1,5 +1,6 @@
 //! Ingest throughput: the pipeline alone (parse, encode, assemble) into a writer that stores
-//! nothing, and the whole path into SQLite.
+//! nothing, from NDJSON and from a buffer file of the same events, and the whole path into
+//! SQLite.
 //!
 //! `cargo bench -p ingest`. The end-to-end figure on the standard dataset comes from the
 //! `bench` command (docs/PERFORMANCE.md); this one isolates the CPU work from the store.
@@ -84,6 +85,21 @@ fn ingest_benches(c: &mut Criterion) {
             },
             criterion::BatchSize::PerIteration,
         )
+    });
+    let buffer = ingest::transcode::ndjson_to_buffer(
+        std::str::from_utf8(&stream).expect("the generator writes UTF-8"),
+    )
+    .expect("the generator's events translate");
+    group.bench_function("pipeline into a null writer, buffer file (entries)", |b| {
+        b.iter(|| {
+            ingest::ingest(
+                Cursor::new(buffer.clone()),
+                &mut NullWriter,
+                &IngestOptions::default(),
+                &mut |_| {},
+            )
+            .expect("ingest")
+        })
     });
     group.throughput(Throughput::Bytes(stream.len() as u64));
     group.bench_function("pipeline into a null writer (NDJSON bytes)", |b| {

@@ -34,6 +34,7 @@ mod prepare;
 mod reader;
 #[cfg(test)]
 mod tests;
+pub mod transcode;
 mod writer;
 
 pub use error::{EventError, IngestError, Location, RecordError};

@@ -5,7 +5,6 @@
 //! everything a reader can see, so that "adds nothing" and "the same as one clean run" are
 //! plain equality checks.
 
-mod buffer;
 mod commits;
 mod formats;
 mod lines;
@@ -13,6 +12,17 @@ mod malformed;
 mod resume;
 mod rows;
 mod socket;
+
+/// `lines` (protobuf JSON events) as a buffer file.
+pub(crate) fn buffer(lines: &[String]) -> Vec<u8> {
+    crate::transcode::ndjson_to_buffer(&lines::text(lines)).unwrap()
+}
+
+/// One protobuf JSON event as protobuf bytes: the payload of its buffer record.
+pub(crate) fn encode(line: &str) -> Vec<u8> {
+    let record = buffer(&[line.to_owned()]);
+    record[bus_proto::buffer::HEADER_LEN..].to_vec()
+}
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;

@@ -10,9 +10,9 @@ use flate2::write::GzEncoder;
 use serde_json::json;
 use storage::IngestWriter;
 
-use super::buffer::{buffer, encode};
 use super::lines::{self, A, B, Body, block, blocks, entry, text};
 use super::{TempStore, join, sample_lines};
+use super::{buffer, encode};
 use crate::{
     Encoding, EventError, Format, Frames, IngestError, IngestOptions, IngestStats, Input, Location,
     RecordError, Step,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use sp_pair::PairSender;
 
 use super::TempStore;
-use super::buffer::encode;
+use super::encode;
 use super::formats::three_blocks;
 use super::lines::text;
 use crate::{IngestOptions, Input, Socket};
