@@ -36,6 +36,8 @@ fn every_command_has_help_with_defaults() {
         (&["--help"][..], "serve"),
         (&["serve", "--help"][..], "[default: 127.0.0.1:3008]"),
         (&["ingest", "--help"][..], "standard input"),
+        (&["ingest", "--help"][..], "tcp://HOST:PORT"),
+        (&["ingest", "--help"][..], "vega-buffer"),
         (&["generate", "--help"][..], "[default: 42]"),
     ] {
         let output = run_ok(server().args(args));
@@ -105,6 +107,73 @@ fn a_malformed_line_stops_the_ingest_naming_the_line() {
     assert!(!output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains(&format!("line {}", bad + 1)), "{stderr}");
+}
+
+#[test]
+fn a_buffer_file_cut_inside_a_record_stops_naming_it_and_stdin_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = std::fs::read_to_string(generate(dir.path(), "20")).unwrap();
+    let buffer = ingest::transcode::ndjson_to_buffer(&events).unwrap();
+    let records = events.lines().count();
+    // Cut ten bytes into the last record.
+    let last_start = {
+        let mut offset = 0;
+        for _ in 1..records {
+            let size = u32::from_be_bytes(buffer[offset..offset + 4].try_into().unwrap());
+            offset += 4 + size as usize;
+        }
+        offset
+    };
+    let cut = dir.path().join("events.buf");
+    std::fs::write(&cut, &buffer[..last_start + 10]).unwrap();
+    let db = dir.path().join("db.sqlite");
+    let output = server()
+        .args(["ingest", "--db"])
+        .arg(&db)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let expected = format!(
+        "{}: record {records} at byte offset {last_start}: truncated record",
+        cut.display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    // Forced to NDJSON, a buffer file is refused at its first record.
+    let whole = dir.path().join("whole.buf");
+    std::fs::write(&whole, &buffer).unwrap();
+    let output = server()
+        .args(["ingest", "--format", "ndjson", "--db"])
+        .arg(&db)
+        .arg(&whole)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("record 1 (line 1) at byte offset 0"),
+        "{stderr}"
+    );
+
+    // The whole file on standard input completes the database: the stored blocks are skipped.
+    let mut child = server()
+        .args(["ingest", "--db"])
+        .arg(&db)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&buffer).unwrap();
+    let rest = child.wait_with_output().unwrap();
+    let rest_log = String::from_utf8(rest.stderr).unwrap();
+    assert!(rest.status.success(), "{rest_log}");
+    assert!(!rest_log.contains(" 0 skipped"), "{rest_log}");
+    let again = run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&whole));
+    let again = String::from_utf8(again.stderr).unwrap();
+    assert!(again.contains("ingest done: 0 events"), "{again}");
 }
 
 /// A running `server serve`, killed on drop if still alive.
