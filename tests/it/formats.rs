@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
+use eventgen::{Format, GenerateConfig};
 use http_api::AppConfig;
-use ingest::{GenerateConfig, IngestOptions};
+use ingest::IngestOptions;
 use storage::{SqliteConfig, SqliteStore};
 
 use crate::support::{Dataset, Server, get};
 
 #[test]
 fn ndjson_and_buffer_file_give_byte_identical_answers() {
-    let dataset = Dataset::build(GenerateConfig {
+    let config = GenerateConfig {
         seed: 7,
         blocks: 60,
         parties: 4,
@@ -20,10 +21,12 @@ fn ndjson_and_buffer_file_give_byte_identical_answers() {
         specs: 3,
         entries_per_block: 6,
         oracle_data_per_block: 3,
+        other_events_share: 0.5,
         ..GenerateConfig::default()
-    });
-    let ndjson = std::str::from_utf8(&dataset.stream).unwrap();
-    let buffer = ingest::transcode::ndjson_to_buffer(ndjson).unwrap();
+    };
+    let dataset = Dataset::build(config);
+    let mut buffer = Vec::new();
+    eventgen::generate_as(&dataset.config, Format::VegaBuffer, &mut buffer).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("buffer.sqlite"), SqliteConfig::default())
         .expect("open store");

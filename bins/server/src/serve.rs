@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use eventgen::GenerateConfig;
 use http_api::{AllowedOrigins, App, AppConfig, IngestProgress, Metrics, ServeConfig};
-use ingest::{GenerateConfig, IngestOptions, IngestStats};
+use ingest::{IngestOptions, IngestStats};
 use storage::{SqliteConfig, SqliteStore};
 
 use crate::db_path;
@@ -225,7 +226,7 @@ fn create_demo(path: &Path) -> Result<()> {
     tracing::info!(db = %path.display(), "creating a demo database");
     let started = Instant::now();
     let mut events = Vec::new();
-    ingest::generate(&GenerateConfig::default(), &mut events)
+    eventgen::generate(&GenerateConfig::DEFAULT, &mut events)
         .context("cannot generate demo data")?;
     // Write to a temporary file first, so that an interrupted creation leaves no half database
     // that the next start would take for a real one.

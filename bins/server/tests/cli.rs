@@ -127,9 +127,29 @@ fn a_malformed_line_stops_the_ingest_naming_the_line() {
 #[test]
 fn a_buffer_file_cut_inside_a_record_stops_naming_it_and_stdin_completes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let events = std::fs::read_to_string(generate(dir.path(), "20")).unwrap();
-    let buffer = ingest::transcode::ndjson_to_buffer(&events).unwrap();
-    let records = events.lines().count();
+    let whole = dir.path().join("whole.buf");
+    run_ok(
+        server()
+            .args([
+                "generate",
+                "--blocks",
+                "20",
+                "--format",
+                "vega-buffer",
+                "--output",
+            ])
+            .arg(&whole),
+    );
+    let buffer = std::fs::read(&whole).unwrap();
+    let records = {
+        let (mut offset, mut records) = (0, 0);
+        while offset < buffer.len() {
+            let size = u32::from_be_bytes(buffer[offset..offset + 4].try_into().unwrap());
+            offset += 4 + size as usize;
+            records += 1;
+        }
+        records
+    };
     // Cut ten bytes into the last record.
     let last_start = {
         let mut offset = 0;
@@ -150,8 +170,6 @@ fn a_buffer_file_cut_inside_a_record_stops_naming_it_and_stdin_completes_it() {
     assert!(stderr.contains(&expected), "{stderr}");
 
     // Forced to NDJSON, a buffer file is refused at its first record.
-    let whole = dir.path().join("whole.buf");
-    std::fs::write(&whole, &buffer).unwrap();
     let output = server()
         .args(["ingest", "--format", "ndjson", "--db"])
         .arg(&db)

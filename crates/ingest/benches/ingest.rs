@@ -11,7 +11,8 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use ingest::{GenerateConfig, IngestOptions};
+use eventgen::GenerateConfig;
+use ingest::IngestOptions;
 use storage::{BlockState, IngestBatch, IngestWriter, SqliteConfig, SqliteStore};
 
 /// Stores nothing: what is left is the pipeline's own cost.
@@ -32,7 +33,8 @@ impl IngestWriter for NullWriter {
     }
 }
 
-fn stream() -> (Vec<u8>, u64) {
+/// The benchmark's events as NDJSON and as a buffer file, and how many ledger entries they hold.
+fn streams() -> (Vec<u8>, Vec<u8>, u64) {
     let config = GenerateConfig {
         blocks: 2_000,
         parties: 50,
@@ -41,12 +43,14 @@ fn stream() -> (Vec<u8>, u64) {
         ..GenerateConfig::default()
     };
     let mut stream = Vec::new();
-    let summary = ingest::generate(&config, &mut stream).expect("generate");
-    (stream, summary.ledger_entries)
+    let summary = eventgen::generate(&config, &mut stream).expect("generate");
+    let mut buffer = Vec::new();
+    eventgen::generate_as(&config, eventgen::Format::VegaBuffer, &mut buffer).expect("generate");
+    (stream, buffer, summary.ledger_entries)
 }
 
 fn ingest_benches(c: &mut Criterion) {
-    let (stream, entries) = stream();
+    let (stream, buffer, entries) = streams();
     let mut group = c.benchmark_group("ingest");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(10));
@@ -86,10 +90,6 @@ fn ingest_benches(c: &mut Criterion) {
             criterion::BatchSize::PerIteration,
         )
     });
-    let buffer = ingest::transcode::ndjson_to_buffer(
-        std::str::from_utf8(&stream).expect("the generator writes UTF-8"),
-    )
-    .expect("the generator's events translate");
     group.bench_function("pipeline into a null writer, buffer file (entries)", |b| {
         b.iter(|| {
             ingest::ingest(

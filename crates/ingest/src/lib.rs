@@ -1,4 +1,4 @@
-//! Ingest of Vega's event bus into a store, and a synthetic event generator.
+//! Ingest of Vega's event bus into a store.
 //!
 //! Input is Vega's event stream in any of its forms: an event buffer file as Vega's core
 //! writes it (length-prefixed protobuf `BusEvent` records), maybe gzip-compressed, a
@@ -15,8 +15,8 @@
 //! blocks and batches (`assembler`) and the writer thread (`writer`), joined in `pipeline`.
 //! Errors ([`IngestError`]) name a record's [`Location`] with a typed [`RecordError`].
 //!
-//! [`generate()`] writes a deterministic, internally consistent synthetic stream in the same
-//! format, for the demo database, tests and benchmarks.
+//! The synthetic streams of the demo database, the tests and the benchmarks come from the
+//! `eventgen` crate, so that the server's ingest does not link a random number generator.
 //!
 //! This crate must not know SQL or HTTP: it talks to storage through its traits.
 
@@ -27,20 +27,19 @@ mod assembler;
 mod decode;
 mod error;
 mod frames;
-pub mod generate;
 mod input;
 mod pipeline;
 mod prepare;
 mod reader;
 #[cfg(test)]
 mod tests;
-pub mod transcode;
+#[cfg(test)]
+mod transcode;
 mod writer;
 
 pub use error::{EventError, IngestError, Location, RecordError};
 pub use frames::socket::Socket;
 pub use frames::{Encoding, Frames, Step};
-pub use generate::{GenerateConfig, GenerateSummary, generate};
 pub use input::{Format, Input};
 pub use pipeline::{DEFAULT_MAX_RECORD_BYTES, IngestOptions, ingest};
 

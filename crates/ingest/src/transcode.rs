@@ -1,9 +1,11 @@
 //! NDJSON events → a Vega event buffer file: protobuf JSON translated field by field into
 //! `bus_proto` messages and framed with `bus_proto::buffer::write_record`.
 //!
-//! For tests and benchmarks that need the same events in both formats, until the generator
-//! writes buffer files itself. It translates the event types the store reads and ACCOUNT
-//! events; any other type is an error. Slow (through `serde_json::Value`), not for ingest.
+//! For the tests, whose hand-made streams are written as protobuf JSON and must also be fed as
+//! buffer files. Unlike the generator's transcoder (`eventgen`), it keeps what the decoder
+//! must see as-is: absent fields stay absent, enum names and codes (known or not) become their
+//! code. It translates the event types the store reads and ACCOUNT events; any other type is an
+//! error.
 
 use bus_proto::{bus_event::Event as Member, event_type};
 use ledger_core::{AccountType, TransferType};

@@ -374,30 +374,36 @@ mod nngcat {
     }
 
     #[test]
-    fn nngcat_pair0_dials_and_sends() {
+    fn nngcat_pair0_dials_sends_and_reconnects() {
         let listener = listener(1 << 20);
-        let message: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
-        let file = tempfile_with(&message);
         let url = url(listener.local_addr().unwrap());
-        // `--recv-timeout 1`: nngcat sends the file as one message, waits a second, closes.
-        let Some(_peer) = nngcat(&[
-            "--pair0",
-            "--dial",
-            &url,
-            "--file",
-            &file.path,
-            "--recv-timeout",
-            "1",
-        ]) else {
-            return;
-        };
-        let mut connection = listener.accept().unwrap();
-        assert_eq!(recv(&mut connection).unwrap(), Some(message));
-        assert_eq!(
-            recv(&mut connection).unwrap(),
-            None,
-            "nngcat closes cleanly"
-        );
+        for round in 0..2u8 {
+            let message: Vec<u8> = (round..=255).cycle().take(3000).collect();
+            let file = tempfile_with(round, &message);
+            // `--recv-timeout 1`: nngcat sends the file as one message, waits a second, closes.
+            let Some(_peer) = nngcat(&[
+                "--pair0",
+                "--dial",
+                &url,
+                "--file",
+                &file.path,
+                "--recv-timeout",
+                "1",
+            ]) else {
+                return;
+            };
+            let mut connection = listener.accept().unwrap();
+            assert_eq!(
+                recv(&mut connection).unwrap(),
+                Some(message),
+                "round {round}"
+            );
+            assert_eq!(
+                recv(&mut connection).unwrap(),
+                None,
+                "nngcat closes cleanly"
+            );
+        }
     }
 
     #[test]
@@ -462,8 +468,9 @@ mod nngcat {
         }
     }
 
-    fn tempfile_with(contents: &[u8]) -> TempFile {
-        let path = std::env::temp_dir().join(format!("sp-pair-nngcat-{}", std::process::id()));
+    fn tempfile_with(round: u8, contents: &[u8]) -> TempFile {
+        let name = format!("sp-pair-nngcat-{}-{round}", std::process::id());
+        let path = std::env::temp_dir().join(name);
         std::fs::write(&path, contents).unwrap();
         TempFile {
             path: path.to_str().unwrap().to_owned(),
