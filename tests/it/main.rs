@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod export;
+mod formats;
 mod live_ingest;
 mod operations;
 mod oracle;

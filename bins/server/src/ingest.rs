@@ -1,16 +1,15 @@
 //! `server ingest`, and the ingest thread that `serve --ingest` runs beside the API.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use http_api::{IngestProgress, Metrics};
-use ingest::{IngestOptions, IngestStats};
+use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
 use storage::{IngestWriter, SqliteConfig, SqliteStore};
 
 use crate::db_path;
@@ -21,9 +20,13 @@ pub struct IngestArgs {
     /// SQLite database to write [default: ./datanode.sqlite].
     #[arg(long, env = "DATANODE_DB")]
     db: Option<PathBuf>,
-    /// Event stream: a file of newline-delimited JSON bus events, or - for standard input
-    /// (read until it ends, committing as it goes).
+    /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
+    /// (read in file-name order), a file of newline-delimited JSON bus events, - for standard
+    /// input (read until it ends, committing as it goes), or tcp://HOST:PORT to listen for a
+    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005).
     input: String,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Print progress even when standard error is not a terminal.
     #[arg(long, conflicts_with = "quiet")]
     progress: bool,
@@ -43,9 +46,13 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
     let mut reporter = Progress::new(show_progress);
-    let stats = run(&args.input, &mut writer, &stop, &mut |stats| {
-        reporter.report(stats)
-    })?;
+    let stats = run(
+        &args.input,
+        &args.format,
+        &mut writer,
+        &stop,
+        &mut |stats| reporter.report(stats),
+    )?;
     tracing::info!(
         "ingest done: {}",
         summary(&stats, reporter.started.elapsed())
@@ -62,32 +69,76 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     Ok(())
 }
 
-/// Ingests the stream named `input` (a path, or `-` for standard input) until it ends or
-/// `stop` is set.
+/// How an input's records are read.
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// The input's format, detected from its first bytes unless given: gzip is always
+    /// recognised; `{` or whitespace first means NDJSON, anything else buffer records.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// A record (buffer record or NDJSON line) longer than this is an error, refused before
+    /// it is read: it bounds the memory whatever the input.
+    #[arg(long, default_value_t = DEFAULT_MAX_RECORD_BYTES)]
+    max_record_bytes: usize,
+}
+
+impl Default for FormatArgs {
+    fn default() -> Self {
+        Self {
+            format: None,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    /// Newline-delimited protobuf JSON.
+    Ndjson,
+    /// Vega's event buffer file (length-prefixed protobuf records).
+    VegaBuffer,
+}
+
+impl From<FormatArg> for Format {
+    fn from(format: FormatArg) -> Format {
+        match format {
+            FormatArg::Ndjson => Format::Ndjson,
+            FormatArg::VegaBuffer => Format::VegaBuffer,
+        }
+    }
+}
+
+/// Ingests the stream named `input` (a file or directory, `-` for standard input, or
+/// `tcp://HOST:PORT` for a socket) until it ends or `stop` is set.
 pub fn run(
     input: &str,
+    format: &FormatArgs,
     writer: &mut dyn IngestWriter,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&IngestStats),
 ) -> Result<IngestStats> {
-    let reader = open(input)?;
+    let source = if input == "-" {
+        Input::stdin()
+    } else if let Some(address) = input.strip_prefix("tcp://") {
+        let socket = Socket::bind(address, format.max_record_bytes)
+            .with_context(|| format!("cannot listen on {input}"))?;
+        tracing::info!(
+            address = socket.address(),
+            "waiting for a Vega core node to connect"
+        );
+        Input::frames(socket)
+    } else {
+        Input::path(input)
+    };
     let options = IngestOptions {
         stop: Some(stop),
+        format: format.format.map(Format::from),
+        max_record_bytes: format.max_record_bytes,
         ..IngestOptions::default()
     };
-    ingest::ingest(reader, writer, &options, progress)
+    ingest::ingest(source, writer, &options, progress)
         .with_context(|| format!("ingest of {input} stopped"))
-}
-
-/// A large buffer: lines are parsed in place in it, and fewer reads mean fewer system calls.
-const READ_BUFFER: usize = 1 << 20;
-
-fn open(input: &str) -> Result<Box<dyn BufRead + Send>> {
-    if input == "-" {
-        return Ok(Box::new(BufReader::with_capacity(READ_BUFFER, io::stdin())));
-    }
-    let file = File::open(input).with_context(|| format!("cannot open {input}"))?;
-    Ok(Box::new(BufReader::with_capacity(READ_BUFFER, file)))
 }
 
 /// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
@@ -105,13 +156,19 @@ pub fn spawn(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let result = run(&input, &mut writer, &stop, &mut |stats| {
-                metrics.ingest_progress(&progress(stats));
-                if last_log.elapsed() >= Duration::from_secs(10) {
-                    last_log = Instant::now();
-                    tracing::info!("ingest: {}", summary(stats, started.elapsed()));
-                }
-            });
+            let result = run(
+                &input,
+                &FormatArgs::default(),
+                &mut writer,
+                &stop,
+                &mut |stats| {
+                    metrics.ingest_progress(&progress(stats));
+                    if last_log.elapsed() >= Duration::from_secs(10) {
+                        last_log = Instant::now();
+                        tracing::info!("ingest: {}", summary(stats, started.elapsed()));
+                    }
+                },
+            );
             metrics.ingest_running(false);
             match result {
                 Ok(stats) => tracing::info!("ingest done: {}", summary(&stats, started.elapsed())),

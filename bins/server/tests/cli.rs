@@ -36,6 +36,8 @@ fn every_command_has_help_with_defaults() {
         (&["--help"][..], "serve"),
         (&["serve", "--help"][..], "[default: 127.0.0.1:3008]"),
         (&["ingest", "--help"][..], "standard input"),
+        (&["ingest", "--help"][..], "tcp://HOST:PORT"),
+        (&["ingest", "--help"][..], "vega-buffer"),
         (&["generate", "--help"][..], "[default: 42]"),
     ] {
         let output = run_ok(server().args(args));
@@ -59,31 +61,54 @@ fn ingest_from_a_pipe_is_idempotent() {
     let dir = tempfile::tempdir().unwrap();
     let events = generate(dir.path(), "30");
     let db = dir.path().join("db.sqlite");
-    let mut child = server()
-        .args(["ingest", "--db"])
-        .arg(&db)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&std::fs::read(&events).unwrap())
-        .unwrap();
-    let first = child.wait_with_output().unwrap();
-    assert!(first.status.success());
-    let first = String::from_utf8(first.stderr).unwrap();
+    let first = ingest_stdin(&db, &std::fs::read(&events).unwrap());
     assert!(
         first.contains("ingest done") && first.contains("0 skipped"),
         "{first}"
     );
 
-    let again = run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&events));
+    assert_adds_nothing(&db, &events);
+}
+
+/// Runs `server ingest --db DB -` with `input` on standard input, which must succeed; returns
+/// its standard error.
+fn ingest_stdin(db: &Path, input: &[u8]) -> String {
+    let mut child = server()
+        .args(["ingest", "--db"])
+        .arg(db)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+/// Ingesting `input` again into `db` adds nothing.
+#[track_caller]
+fn assert_adds_nothing(db: &Path, input: &Path) {
+    let again = run_ok(server().args(["ingest", "--db"]).arg(db).arg(input));
     let again = String::from_utf8(again.stderr).unwrap();
     assert!(again.contains("ingest done: 0 events"), "{again}");
+}
+
+/// Runs `server ingest ARGS… --db DB INPUT`, which must fail; returns its standard error.
+#[track_caller]
+fn ingest_fails(args: &[&str], db: &Path, input: &Path) -> String {
+    let output = server()
+        .arg("ingest")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8(output.stderr).unwrap()
 }
 
 #[test]
@@ -95,16 +120,73 @@ fn a_malformed_line_stops_the_ingest_naming_the_line() {
     lines[bad] = "{\"id\": \"not json";
     let broken = dir.path().join("broken.ndjson");
     std::fs::write(&broken, lines.join("\n")).unwrap();
+    let stderr = ingest_fails(&[], &dir.path().join("db.sqlite"), &broken);
+    assert!(stderr.contains(&format!("line {}", bad + 1)), "{stderr}");
+}
+
+#[test]
+fn a_buffer_file_cut_inside_a_record_stops_naming_it_and_stdin_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.buf");
+    run_ok(
+        server()
+            .args([
+                "generate",
+                "--blocks",
+                "20",
+                "--format",
+                "vega-buffer",
+                "--output",
+            ])
+            .arg(&whole),
+    );
+    let buffer = std::fs::read(&whole).unwrap();
+    let records = {
+        let (mut offset, mut records) = (0, 0);
+        while offset < buffer.len() {
+            let size = u32::from_be_bytes(buffer[offset..offset + 4].try_into().unwrap());
+            offset += 4 + size as usize;
+            records += 1;
+        }
+        records
+    };
+    // Cut ten bytes into the last record.
+    let last_start = {
+        let mut offset = 0;
+        for _ in 1..records {
+            let size = u32::from_be_bytes(buffer[offset..offset + 4].try_into().unwrap());
+            offset += 4 + size as usize;
+        }
+        offset
+    };
+    let cut = dir.path().join("events.buf");
+    std::fs::write(&cut, &buffer[..last_start + 10]).unwrap();
     let db = dir.path().join("db.sqlite");
+    let stderr = ingest_fails(&[], &db, &cut);
+    let expected = format!(
+        "{}: record {records} at byte offset {last_start}: truncated record",
+        cut.display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    // Forced to NDJSON, a buffer file is refused at its first record.
     let output = server()
-        .args(["ingest", "--db"])
+        .args(["ingest", "--format", "ndjson", "--db"])
         .arg(&db)
-        .arg(&broken)
+        .arg(&whole)
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(stderr.contains(&format!("line {}", bad + 1)), "{stderr}");
+    assert!(
+        stderr.contains("record 1 (line 1) at byte offset 0"),
+        "{stderr}"
+    );
+
+    // The whole file on standard input completes the database: the stored blocks are skipped.
+    let rest = ingest_stdin(&db, &buffer);
+    assert!(!rest.contains(" 0 skipped"), "{rest}");
+    assert_adds_nothing(&db, &whole);
 }
 
 /// A running `server serve`, killed on drop if still alive.

@@ -1,5 +1,6 @@
 //! Ingest throughput: the pipeline alone (parse, encode, assemble) into a writer that stores
-//! nothing, and the whole path into SQLite.
+//! nothing, from NDJSON and from a buffer file of the same events, and the whole path into
+//! SQLite.
 //!
 //! `cargo bench -p ingest`. The end-to-end figure on the standard dataset comes from the
 //! `bench` command (docs/PERFORMANCE.md); this one isolates the CPU work from the store.
@@ -32,7 +33,8 @@ impl IngestWriter for NullWriter {
     }
 }
 
-fn stream() -> (Vec<u8>, u64) {
+/// The benchmark's events as NDJSON and as a buffer file, and how many ledger entries they hold.
+fn streams() -> (Vec<u8>, Vec<u8>, u64) {
     let config = GenerateConfig {
         blocks: 2_000,
         parties: 50,
@@ -42,11 +44,13 @@ fn stream() -> (Vec<u8>, u64) {
     };
     let mut stream = Vec::new();
     let summary = eventgen::generate(&config, &mut stream).expect("generate");
-    (stream, summary.ledger_entries)
+    let mut buffer = Vec::new();
+    eventgen::generate_as(&config, eventgen::Format::VegaBuffer, &mut buffer).expect("generate");
+    (stream, buffer, summary.ledger_entries)
 }
 
 fn ingest_benches(c: &mut Criterion) {
-    let (stream, entries) = stream();
+    let (stream, buffer, entries) = streams();
     let mut group = c.benchmark_group("ingest");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(10));
@@ -85,6 +89,17 @@ fn ingest_benches(c: &mut Criterion) {
             },
             criterion::BatchSize::PerIteration,
         )
+    });
+    group.bench_function("pipeline into a null writer, buffer file (entries)", |b| {
+        b.iter(|| {
+            ingest::ingest(
+                Cursor::new(buffer.clone()),
+                &mut NullWriter,
+                &IngestOptions::default(),
+                &mut |_| {},
+            )
+            .expect("ingest")
+        })
     });
     group.throughput(Throughput::Bytes(stream.len() as u64));
     group.bench_function("pipeline into a null writer (NDJSON bytes)", |b| {

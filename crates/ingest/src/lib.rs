@@ -1,11 +1,19 @@
 //! Ingest of Vega's event bus into a store.
 //!
-//! Input is newline-delimited JSON, one protobuf-JSON `BusEvent` per line, as Vega's tools print
-//! it. [`ingest`] reads it to its end, keeps the events that matter (time updates, begin and end
-//! of blocks, ledger movements, oracle data), encodes every value once into the form the API
-//! serves, and commits whole blocks through a [`storage::IngestWriter`]. It is idempotent: a
-//! block already stored, or the stored part of a block, is skipped, so overlapping inputs and
-//! re-runs after a failure add nothing twice.
+//! Input is Vega's event stream in any of its forms: an event buffer file as Vega's core
+//! writes it (length-prefixed protobuf `BusEvent` records), maybe gzip-compressed, a
+//! directory of them, newline-delimited protobuf JSON as Vega's tools print it, or records a
+//! caller frames itself (a socket). [`ingest`] reads it to its end, keeps the events that
+//! matter (time updates, begin and end of blocks, ledger movements, oracle data), encodes
+//! every value once into the form the API serves, and commits whole blocks through a
+//! [`storage::IngestWriter`]. It is idempotent: a block already stored, or the stored part of
+//! a block, is skipped, so overlapping inputs and re-runs after a failure add nothing twice.
+//!
+//! The stages have a module each: framing (`frames`: lines, buffer records, directories),
+//! decoding (`decode`: protobuf JSON, protobuf) into one format-neutral event, encoding of
+//! the values (`prepare`), the reader thread that runs those (`reader`), the assembler of
+//! blocks and batches (`assembler`) and the writer thread (`writer`), joined in `pipeline`.
+//! Errors ([`IngestError`]) name a record's [`Location`] with a typed [`RecordError`].
 //!
 //! The synthetic streams of the demo database, the tests and the benchmarks come from the
 //! `eventgen` crate, so that the server's ingest does not link a random number generator.
@@ -15,33 +23,25 @@
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod event;
+mod assembler;
+mod decode;
+mod error;
+mod frames;
+mod input;
 mod pipeline;
+mod prepare;
+mod reader;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transcode;
+mod writer;
 
-use std::io;
-
-pub use pipeline::{IngestOptions, ingest};
-
-/// Why an ingest stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    /// A line is not a valid event; nothing of its block was stored.
-    #[error("line {line}: {reason}")]
-    Line {
-        /// 1-based line number in the input.
-        line: u64,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The input could not be read.
-    #[error("cannot read the input")]
-    Read(#[source] io::Error),
-    /// The store refused the write.
-    #[error("cannot write to the store")]
-    Store(#[from] storage::Error),
-}
+pub use error::{EventError, IngestError, Location, RecordError};
+pub use frames::socket::Socket;
+pub use frames::{Encoding, Frames, Step};
+pub use input::{Format, Input};
+pub use pipeline::{DEFAULT_MAX_RECORD_BYTES, IngestOptions, ingest};
 
 /// Counters of an ingest: what was committed so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

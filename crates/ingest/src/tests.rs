@@ -6,10 +6,23 @@
 //! plain equality checks.
 
 mod commits;
+mod formats;
 mod lines;
 mod malformed;
 mod resume;
 mod rows;
+mod socket;
+
+/// `lines` (protobuf JSON events) as a buffer file.
+pub(crate) fn buffer(lines: &[String]) -> Vec<u8> {
+    crate::transcode::ndjson_to_buffer(&lines::text(lines)).unwrap()
+}
+
+/// One protobuf JSON event as protobuf bytes: the payload of its buffer record.
+pub(crate) fn encode(line: &str) -> Vec<u8> {
+    let record = buffer(&[line.to_owned()]);
+    record[bus_proto::buffer::HEADER_LEN..].to_vec()
+}
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
@@ -23,7 +36,8 @@ use tempfile::TempDir;
 
 use crate::{IngestError, IngestOptions, IngestStats, ingest};
 
-/// A copy of the reference sample stream (`/work/shared/reference/sample-events.ndjson`).
+/// The sample stream of real events, kept with the tests (a copy of the project's reference
+/// sample, `../shared/reference/sample-events.ndjson` beside the repository).
 const SAMPLE: &str = include_str!("../testdata/sample-events.ndjson");
 
 /// A fresh store in its own temporary directory, removed on drop.

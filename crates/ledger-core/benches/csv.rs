@@ -41,7 +41,6 @@ fn entries() -> Vec<(LedgerEntry, PartyId)> {
         timestamp: VegaTime::from_nanos(0),
         from_balance: "1000000000000000000000".parse().expect("valid amount"),
         to_balance: "123456789".parse().expect("valid amount"),
-        transfer_id: None,
     };
     let shapes = [
         (

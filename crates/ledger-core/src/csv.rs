@@ -92,19 +92,23 @@ impl CsvRowEncoder {
         let from_party = entry.from.owner.party().map(|party| party.hex());
         let to_market = entry.to.market.map(|market| market.hex());
         let to_party = entry.to.owner.party().map(|party| party.hex());
+        // Borrowed names: only an unknown code is formatted.
+        let transfer_type = entry.transfer_type.name();
+        let from_type = entry.from.account_type.short_name();
+        let to_type = entry.to.account_type.short_name();
         let record: [&str; 13] = [
             time,
             amount,
             effect,
-            entry.transfer_type.name(),
+            &transfer_type,
             asset.as_str(),
             market_text(from_market.as_ref()),
             owner_text(from_party.as_ref()),
-            entry.from.account_type.short_name(),
+            &from_type,
             entry.from_balance.as_str(),
             market_text(to_market.as_ref()),
             owner_text(to_party.as_ref()),
-            entry.to.account_type.short_name(),
+            &to_type,
             entry.to_balance.as_str(),
         ];
         self.writer
@@ -205,7 +209,6 @@ mod tests {
             timestamp: VegaTime::from_nanos(0),
             from_balance: balances.0.parse().unwrap(),
             to_balance: balances.1.parse().unwrap(),
-            transfer_id: None,
         }
     }
 

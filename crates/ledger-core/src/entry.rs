@@ -33,8 +33,6 @@ pub struct LedgerEntry {
     pub from_balance: Amount,
     /// The to-account's balance after the movement.
     pub to_balance: Amount,
-    /// The id of the transfer that caused the entry, for entries made by transfers.
-    pub transfer_id: Option<String>,
 }
 
 /// What an entry does to one party's holdings.
@@ -120,7 +118,6 @@ mod tests {
             timestamp: VegaTime::from_nanos(1),
             from_balance: "0".parse().unwrap(),
             to_balance: "5".parse().unwrap(),
-            transfer_id: None,
         }
     }
 

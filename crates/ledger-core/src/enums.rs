@@ -7,6 +7,7 @@
 //! accepting every value ever defined is safe.
 //! See: <https://github.com/vegaprotocol/vega/blob/develop/protos/sources/vega/vega.proto>
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -24,43 +25,61 @@ macro_rules! proto_enum {
         }
     ) => {
         $(#[$doc])*
+        ///
+        /// A wire code this version does not know is kept as [`Unknown`](Self::Unknown) and
+        /// spelled as its decimal number, as Go's protobuf (Vega's own) prints an enum value
+        /// it does not know: an entry of a newer Vega is stored and shown, never refused or
+        /// relabelled.
         #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-        #[repr(i32)]
         pub enum $name {
-            $( $(#[$variant_doc])* #[doc = concat!("`", $proto, " = ", $code, "`")] $variant = $code, )+
+            $( $(#[$variant_doc])* #[doc = concat!("`", $proto, " = ", $code, "`")] $variant, )+
+            /// A wire code this version does not know; never one of the codes above.
+            Unknown(i32),
         }
 
         impl $name {
-            /// Every value, in declaration (and code) order.
+            /// Every known value, in declaration (and code) order.
             pub const ALL: &'static [Self] = &[ $( Self::$variant, )+ ];
 
             /// The prefix shared by every value's protobuf name.
             const PREFIX: &'static str = $prefix;
 
-            /// The full protobuf name.
-            pub fn name(self) -> &'static str {
+            /// The full protobuf name; the decimal code for an unknown value.
+            pub fn name(self) -> Cow<'static, str> {
                 match self {
-                    $( Self::$variant => $proto, )+
+                    $( Self::$variant => Cow::Borrowed($proto), )+
+                    Self::Unknown(code) => Cow::Owned(code.to_string()),
                 }
             }
 
-            /// The protobuf name without the type's prefix, as the CSV export writes it.
-            pub fn short_name(self) -> &'static str {
-                let name = self.name();
-                name.strip_prefix(Self::PREFIX).unwrap_or(name)
+            /// The protobuf name without the type's prefix, as the CSV export writes it; the
+            /// decimal code for an unknown value.
+            pub fn short_name(self) -> Cow<'static, str> {
+                match self.name() {
+                    Cow::Borrowed(name) => Cow::Borrowed(name.strip_prefix(Self::PREFIX).unwrap_or(name)),
+                    owned => owned,
+                }
             }
 
             /// The protobuf wire code.
             pub fn code(self) -> i32 {
-                self as i32
+                match self {
+                    $( Self::$variant => $code, )+
+                    Self::Unknown(code) => code,
+                }
             }
 
-            /// The value with this wire code, if any.
+            /// The known value with this wire code, if any.
             pub fn from_code(code: i32) -> Option<Self> {
                 match code {
                     $( $code => Some(Self::$variant), )+
                     _ => None,
                 }
+            }
+
+            /// The value of a wire code: a known one, or [`Unknown`](Self::Unknown).
+            pub fn from_wire(code: i32) -> Self {
+                Self::from_code(code).unwrap_or(Self::Unknown(code))
             }
 
             fn from_name(name: &str) -> Option<Self> {
@@ -74,18 +93,19 @@ macro_rules! proto_enum {
         impl FromStr for $name {
             type Err = Error;
 
-            /// Accepts the full protobuf name or the decimal wire code.
+            /// Accepts a known protobuf name, or any decimal wire code (an unknown one gives
+            /// [`Unknown`](Self::Unknown)).
             fn from_str(text: &str) -> Result<Self, Error> {
                 Self::from_name(text)
-                    .or_else(|| parse_code(text).and_then(Self::from_code))
+                    .or_else(|| parse_code(text).map(Self::from_wire))
                     .ok_or_else(|| Error::$unknown(text.to_owned()))
             }
         }
 
         impl fmt::Display for $name {
-            /// The full protobuf name.
+            /// The full protobuf name; the decimal code for an unknown value.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.name())
+                f.pad(&self.name())
             }
         }
     };
@@ -228,8 +248,8 @@ mod tests {
 
     /// The methods the macro generates, so one test function covers both enums.
     trait ProtoValue: Sized {
-        fn name(self) -> &'static str;
-        fn short_name(self) -> &'static str;
+        fn name(self) -> Cow<'static, str>;
+        fn short_name(self) -> Cow<'static, str>;
         fn code(self) -> i32;
         fn from_code(code: i32) -> Option<Self>;
     }
@@ -237,8 +257,8 @@ mod tests {
     macro_rules! impl_proto_value {
         ($($name:ident),+) => {$(
             impl ProtoValue for $name {
-                fn name(self) -> &'static str { $name::name(self) }
-                fn short_name(self) -> &'static str { $name::short_name(self) }
+                fn name(self) -> Cow<'static, str> { $name::name(self) }
+                fn short_name(self) -> Cow<'static, str> { $name::short_name(self) }
                 fn code(self) -> i32 { $name::code(self) }
                 fn from_code(code: i32) -> Option<Self> { $name::from_code(code) }
             }
@@ -281,8 +301,8 @@ mod tests {
         check_account("4", Some(AccountType::General));
         check_account("0", Some(AccountType::Unspecified));
         check_account("33", Some(AccountType::RewardEligibleEntities));
-        check_account("8", None);
-        check_account("34", None);
+        check_account("8", Some(AccountType::Unknown(8)));
+        check_account("34", Some(AccountType::Unknown(34)));
         check_account("-1", None);
         check_account("+4", None);
         check_account(" 4", None);
@@ -299,11 +319,22 @@ mod tests {
         check_transfer("TRANSFER_TYPE_DEPOSIT", Some(TransferType::Deposit));
         check_transfer("19", Some(TransferType::Deposit));
         check_transfer("55", Some(TransferType::HighMakerFeeRebateReceive));
-        check_transfer("3", None);
-        check_transfer("17", None);
-        check_transfer("40", None);
+        check_transfer("3", Some(TransferType::Unknown(3)));
+        check_transfer("17", Some(TransferType::Unknown(17)));
+        check_transfer("40", Some(TransferType::Unknown(40)));
         check_transfer("DEPOSIT", None);
         check_transfer("ACCOUNT_TYPE_GENERAL", None);
+    }
+
+    #[test]
+    fn unknown_codes_are_kept_and_spelled_as_their_number() {
+        assert_eq!(AccountType::from_wire(4), AccountType::General);
+        assert_eq!(AccountType::from_wire(8), AccountType::Unknown(8));
+        assert_eq!(AccountType::Unknown(8).name(), "8");
+        assert_eq!(AccountType::Unknown(8).short_name(), "8");
+        assert_eq!(AccountType::Unknown(8).code(), 8);
+        assert_eq!(TransferType::from_wire(-3).to_string(), "-3");
+        assert_eq!(TransferType::from_wire(99).name(), "99");
     }
 
     #[test]

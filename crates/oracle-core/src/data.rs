@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn matches_a_sample_event() {
-        // From /work/shared/reference/sample-events.ndjson (event 1000001-3).
+        // From the sample stream crates/ingest/testdata/sample-events.ndjson (event 1000001-3).
         check(
             OracleData {
                 signers: vec![Signer::PubKey(

@@ -25,9 +25,10 @@ pub struct ServeArgs {
     /// atomically: for scripts that listen on port 0.
     #[arg(long, env = "DATANODE_ADDR_FILE", value_name = "PATH")]
     pub addr_file: Option<PathBuf>,
-    /// Also ingest this event stream (a file, or - for standard input) while serving; readers
-    /// see each block once it is whole.
-    #[arg(long, env = "DATANODE_INGEST", value_name = "FILE|-")]
+    /// Also ingest this event stream (as `server ingest` reads it: a buffer file, gzip, a
+    /// directory, NDJSON, - for standard input, or tcp://HOST:PORT for a Vega core node's
+    /// event socket) while serving; readers see each block once it is whole.
+    #[arg(long, env = "DATANODE_INGEST", value_name = "PATH|-|tcp://HOST:PORT")]
     pub ingest: Option<String>,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]

@@ -139,8 +139,8 @@ fn to_json(event: &BusEvent) -> Value {
     Value::Object(fields)
 }
 
-fn account_type(code: i32) -> &'static str {
-    AccountType::from_code(code).unwrap().name()
+fn account_type(code: i32) -> String {
+    AccountType::from_code(code).unwrap().name().into_owned()
 }
 
 fn entry(entry: &bus_proto::LedgerEntry) -> Value {

@@ -1,0 +1,343 @@
+//! The assembler: follows blocks and the vega time, stamps rows with their block's time, skips
+//! what an earlier run stored, and gathers complete blocks into batches for the writer.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Instant;
+
+use ledger_core::{EntryKey, VEGA_TIME_LEN, VegaTime, restamp, vega_time_column};
+use oracle_core::Position;
+use storage::{BlockRecord, BlockState, IngestBatch, LedgerRow, OracleRow};
+
+use crate::pipeline::IngestOptions;
+use crate::prepare::{Item, Prepared};
+use crate::reader::{Chunk, Message};
+use crate::writer::{Done, Job, StoreHandle};
+use crate::{IngestError, IngestStats};
+
+/// The block being assembled.
+struct OpenBlock {
+    height: u64,
+    /// What an earlier run already stored of this block: its events are skipped.
+    stored: Option<BlockState>,
+    vega_time: Option<i64>,
+    last_seq: u64,
+    ledger_rows: Vec<LedgerRow>,
+    oracle_rows: Vec<OracleRow>,
+    events: u64,
+    entries: u64,
+}
+
+pub(crate) struct Assembler<'o, 'p> {
+    store: StoreHandle,
+    options: &'o IngestOptions<'o>,
+    progress: &'p mut dyn FnMut(&IngestStats),
+    /// Heights up to this one may be stored already (by an earlier run, or earlier in this
+    /// one) and are looked up; higher ones are new.
+    known_height: Option<u64>,
+    /// The current vega time: set by time events, carried across blocks.
+    vega_time: Option<i64>,
+    /// The `vega_time` column of the last time stamped: blocks share one time.
+    time_column: Option<(i64, [u8; VEGA_TIME_LEN])>,
+    /// Whether this stream marks block ends, which tells a cut-off last block from a whole one.
+    saw_end_block: bool,
+    block: Option<OpenBlock>,
+    batch: IngestBatch,
+    /// An emptied batch back from the writer, whose buffers the next batch reuses.
+    spare: Option<IngestBatch>,
+    batch_started: Option<Instant>,
+    pending: IngestStats,
+    stats: IngestStats,
+}
+
+impl<'o, 'p> Assembler<'o, 'p> {
+    pub(crate) fn new(
+        store: StoreHandle,
+        options: &'o IngestOptions<'o>,
+        last_stored: Option<u64>,
+        progress: &'p mut dyn FnMut(&IngestStats),
+    ) -> Self {
+        Self {
+            store,
+            options,
+            progress,
+            known_height: last_stored,
+            vega_time: None,
+            time_column: None,
+            saw_end_block: false,
+            block: None,
+            batch: IngestBatch::default(),
+            spare: None,
+            batch_started: None,
+            pending: IngestStats::default(),
+            stats: IngestStats::default(),
+        }
+    }
+
+    pub(crate) fn run(&mut self, receiver: &Receiver<Chunk>) -> Result<IngestStats, IngestError> {
+        loop {
+            let chunk = match receiver.recv_timeout(self.options.idle_commit) {
+                Ok(chunk) => chunk,
+                Err(RecvTimeoutError::Timeout) => {
+                    // The input is quiet: make what is complete visible, and report it. A stop
+                    // asked meanwhile is honoured now rather than at the next block.
+                    self.commit()?;
+                    if self.stop_requested() {
+                        return Ok(self.stats.clone());
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            for message in chunk {
+                let event = match message {
+                    Message::Event(event) => event,
+                    Message::PeerGone => {
+                        // The rest of the open block comes again on a new connection; what is
+                        // complete is committed now.
+                        if let Some(block) = self.block.take() {
+                            self.stats.incomplete_events += block.events;
+                        }
+                        self.commit()?;
+                        continue;
+                    }
+                    Message::Failed(err) => {
+                        // Earlier complete blocks stay; the block of the bad record is dropped
+                        // whole.
+                        self.block = None;
+                        self.commit()?;
+                        return Err(err);
+                    }
+                };
+                if self.accept(event)? {
+                    // A block boundary: the place to commit or to stop.
+                    if self.batch_due() {
+                        self.flush()?;
+                    }
+                    if self.stop_requested() {
+                        self.commit()?;
+                        return Ok(self.stats.clone());
+                    }
+                }
+            }
+        }
+        // End of input: a last block with no END_BLOCK in a stream that has them was cut off.
+        if let Some(block) = self.block.take() {
+            if self.saw_end_block {
+                self.stats.incomplete_events += block.events;
+            } else {
+                self.close(block);
+            }
+        }
+        self.commit()?;
+        Ok(self.stats.clone())
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.options
+            .stop
+            .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
+    fn batch_due(&self) -> bool {
+        self.batch.ledger_rows.len() + self.batch.oracle_rows.len() >= self.options.max_batch_rows
+            || self
+                .batch_started
+                .is_some_and(|started| started.elapsed() >= self.options.max_batch_age)
+    }
+
+    /// Takes one event; returns true when it closed a block.
+    fn accept(&mut self, event: Prepared) -> Result<bool, IngestError> {
+        let mut closed = false;
+        if self
+            .block
+            .as_ref()
+            .is_some_and(|block| block.height != event.height)
+        {
+            let block = self.block.take().expect("checked above");
+            self.close(block);
+            closed = true;
+        }
+        if self.block.is_none() {
+            self.open(event.height)?;
+        }
+        let block = self.block.as_mut().expect("opened above");
+        block.last_seq = block.last_seq.max(event.seq);
+        let skip = block
+            .stored
+            .is_some_and(|stored| event.seq <= stored.last_seq);
+        if skip {
+            self.stats.skipped_events += 1;
+        } else {
+            block.events += 1;
+        }
+        match event.item {
+            Item::Time(time) => {
+                self.vega_time = Some(time);
+                block.vega_time.get_or_insert(time);
+            }
+            Item::EndBlock => {
+                self.saw_end_block = true;
+                let block = self.block.take().expect("present");
+                self.close(block);
+                return Ok(true);
+            }
+            Item::Other => {}
+            Item::Ledger { .. } | Item::Oracle { .. } if skip => {}
+            Item::Ledger { entries, rows } => {
+                for mut row in rows {
+                    // Before any time event an entry keeps its own timestamp, which the reader
+                    // already wrote into its row.
+                    let time = match self.vega_time {
+                        Some(time) => {
+                            restamp(
+                                &mut row.csv_line,
+                                cached_column(&mut self.time_column, time),
+                            );
+                            time
+                        }
+                        None => row.timestamp,
+                    };
+                    block.ledger_rows.push(LedgerRow {
+                        party: row.party,
+                        asset: row.asset,
+                        key: EntryKey {
+                            vega_time: VegaTime::from_nanos(time),
+                            block: event.height,
+                            seq: event.seq,
+                            index: row.index,
+                        },
+                        csv_line: row.csv_line,
+                    });
+                }
+                block.entries += entries;
+            }
+            Item::Oracle {
+                json,
+                matched_specs,
+                broadcast_at,
+            } => {
+                let position = Position {
+                    vega_time: self.vega_time.unwrap_or(broadcast_at),
+                    block: event.height,
+                    seq: event.seq,
+                };
+                block.oracle_rows.push(OracleRow {
+                    position,
+                    json,
+                    matched_specs,
+                });
+            }
+        }
+        Ok(closed)
+    }
+
+    /// Starts block `height`, picking up what an earlier run stored of it.
+    fn open(&mut self, height: u64) -> Result<(), IngestError> {
+        let stored = if self.known_height.is_some_and(|known| height <= known) {
+            // The block may be stored, maybe by this very run (overlapping inputs back to
+            // back): everything before it must be committed before it is looked up.
+            self.commit()?;
+            self.store.send(Job::BlockState(height))?;
+            match self.store.answer()? {
+                Done::BlockState(state) => state?,
+                Done::Committed(_) => unreachable!("no commit is in flight after commit()"),
+            }
+        } else {
+            None
+        };
+        self.known_height = self.known_height.max(Some(height));
+        if let Some(time) = stored.and_then(|s| s.vega_time) {
+            self.vega_time = Some(time);
+        }
+        self.block = Some(OpenBlock {
+            height,
+            stored,
+            vega_time: stored.and_then(|s| s.vega_time),
+            last_seq: 0,
+            ledger_rows: Vec::new(),
+            oracle_rows: Vec::new(),
+            events: 0,
+            entries: 0,
+        });
+        Ok(())
+    }
+
+    /// Moves a complete block into the batch.
+    fn close(&mut self, mut block: OpenBlock) {
+        let unchanged = block.events == 0
+            && block
+                .stored
+                .is_some_and(|stored| stored.last_seq >= block.last_seq);
+        if unchanged {
+            // Stored whole by an earlier run: nothing to write, not even its record.
+            return;
+        }
+        self.batch.blocks.push(BlockRecord {
+            height: block.height,
+            state: BlockState {
+                vega_time: block.vega_time,
+                last_seq: block.last_seq,
+            },
+        });
+        self.pending.blocks += 1;
+        self.pending.events += block.events;
+        self.pending.ledger_entries += block.entries;
+        self.pending.ledger_rows += block.ledger_rows.len() as u64;
+        self.pending.oracle_data += block.oracle_rows.len() as u64;
+        self.pending.last_height = Some(block.height);
+        self.pending.last_vega_time = self.vega_time;
+        self.batch.ledger_rows.append(&mut block.ledger_rows);
+        self.batch.oracle_rows.append(&mut block.oracle_rows);
+        self.batch_started.get_or_insert_with(Instant::now);
+    }
+
+    /// Hands the batch to the writer thread, once the one before it is committed.
+    fn flush(&mut self) -> Result<(), IngestError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.settle()?;
+        let next = self.spare.take().unwrap_or_default();
+        let batch = std::mem::replace(&mut self.batch, next);
+        self.store.send(Job::Commit(batch))?;
+        self.store.in_flight = Some(std::mem::take(&mut self.pending));
+        self.batch_started = None;
+        Ok(())
+    }
+
+    /// Waits for the batch in flight, if any, to be committed, and reports it.
+    fn settle(&mut self) -> Result<(), IngestError> {
+        let Some(committed) = self.store.in_flight.take() else {
+            return Ok(());
+        };
+        match self.store.answer()? {
+            Done::Committed(result) => {
+                self.spare = Some(result?);
+            }
+            Done::BlockState(_) => {
+                unreachable!("a block state is only asked with nothing in flight")
+            }
+        }
+        self.stats.absorb(&committed);
+        (self.progress)(&self.stats);
+        Ok(())
+    }
+
+    /// Commits everything complete and waits until it is.
+    fn commit(&mut self) -> Result<(), IngestError> {
+        self.flush()?;
+        self.settle()
+    }
+}
+
+/// The `vega_time` column of `time`, formatted once per distinct time.
+fn cached_column(
+    cache: &mut Option<(i64, [u8; VEGA_TIME_LEN])>,
+    time: i64,
+) -> &[u8; VEGA_TIME_LEN] {
+    if cache.is_none_or(|(cached, _)| cached != time) {
+        *cache = Some((time, vega_time_column(VegaTime::from_nanos(time))));
+    }
+    &cache.as_ref().expect("filled above").1
+}

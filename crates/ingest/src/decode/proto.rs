@@ -1,0 +1,226 @@
+//! Protobuf (one buffer-file record or socket message) → an [`Event`].
+//!
+//! The top-level fields are scanned by hand first: the id and the type are read, every other
+//! field is stepped over by its length, and only the payload of a type the store keeps is then
+//! decoded. Most events of a real stream (orders, trades, market data) are of other types, and
+//! skipping them costs a scan of a few field headers, not a decode.
+
+use bus_proto::{BusEvent, event_type};
+use ledger_core::{AccountType, TransferType};
+use oracle_core::{Property, Signer};
+use prost::Message;
+use prost::encoding::{WireType, decode_key, decode_varint};
+
+use super::{Body, Event, parse_id, type_name};
+use crate::error::{EventError, RecordError};
+
+/// The `BusEvent` field tags read here.
+mod tag {
+    pub(super) const ID: u32 = 1;
+    pub(super) const TYPE: u32 = 3;
+    pub(super) const TIME_UPDATE: u32 = 101;
+    pub(super) const LEDGER_MOVEMENTS: u32 = 102;
+    pub(super) const ORACLE_DATA: u32 = 127;
+    pub(super) const BEGIN_BLOCK: u32 = 148;
+}
+
+/// Decodes one `BusEvent`.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Event, RecordError> {
+    let Some(top) = scan(bytes) else {
+        // The hand scan met something it does not read (a malformed field, a group): prost
+        // says what is wrong, or decodes what the scan could not.
+        return decode_whole(bytes);
+    };
+    top.into_event()
+}
+
+/// The top-level fields of a `BusEvent` that the store needs.
+#[derive(Default)]
+struct Top<'a> {
+    id: Option<&'a str>,
+    event_type: i32,
+    /// The payload of the last `event` member seen that the store reads: its tag and bytes.
+    payload: Option<(u32, &'a [u8])>,
+}
+
+/// Reads the id, the type and the payload's place; `None` when the bytes are not simple
+/// protobuf.
+fn scan(mut buf: &[u8]) -> Option<Top<'_>> {
+    let mut top = Top::default();
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf).ok()?;
+        let expected = match tag {
+            tag::TYPE => Some(WireType::Varint),
+            tag::ID
+            | tag::TIME_UPDATE
+            | tag::LEDGER_MOVEMENTS
+            | tag::ORACLE_DATA
+            | tag::BEGIN_BLOCK => Some(WireType::LengthDelimited),
+            _ => None,
+        };
+        if expected.is_some_and(|expected| expected != wire_type) {
+            return None;
+        }
+        match wire_type {
+            WireType::Varint => {
+                let value = decode_varint(&mut buf).ok()?;
+                if tag == tag::TYPE {
+                    // int32 on the wire: the low 32 bits, as protobuf truncates.
+                    top.event_type = value as i32;
+                }
+            }
+            WireType::LengthDelimited => {
+                let len = usize::try_from(decode_varint(&mut buf).ok()?).ok()?;
+                let field = buf.get(..len)?;
+                buf = &buf[len..];
+                match tag {
+                    tag::ID => top.id = Some(std::str::from_utf8(field).ok()?),
+                    tag::TIME_UPDATE
+                    | tag::LEDGER_MOVEMENTS
+                    | tag::ORACLE_DATA
+                    | tag::BEGIN_BLOCK => top.payload = Some((tag, field)),
+                    _ => {}
+                }
+            }
+            WireType::SixtyFourBit => buf = buf.get(8..)?,
+            WireType::ThirtyTwoBit => buf = buf.get(4..)?,
+            WireType::StartGroup | WireType::EndGroup => return None,
+        }
+    }
+    Some(top)
+}
+
+impl<'a> Top<'a> {
+    fn into_event(self) -> Result<Event, RecordError> {
+        let id = self
+            .id
+            .filter(|id| !id.is_empty())
+            .ok_or(EventError::MissingId)?;
+        let (height, seq) = parse_id(id)?;
+        let body = match self.event_type {
+            event_type::TIME_UPDATE => {
+                let update: bus_proto::TimeUpdate =
+                    self.payload(tag::TIME_UPDATE, type_name::TIME_UPDATE, "timeUpdate")?;
+                Body::Time(update.timestamp)
+            }
+            event_type::BEGIN_BLOCK => {
+                let begin: bus_proto::BeginBlock =
+                    self.payload(tag::BEGIN_BLOCK, type_name::BEGIN_BLOCK, "beginBlock")?;
+                Body::Time(begin.timestamp)
+            }
+            event_type::END_BLOCK => Body::EndBlock,
+            event_type::LEDGER_MOVEMENTS => {
+                let movements: bus_proto::LedgerMovements = self.payload(
+                    tag::LEDGER_MOVEMENTS,
+                    type_name::LEDGER_MOVEMENTS,
+                    "ledgerMovements",
+                )?;
+                Body::Ledger(ledger(movements)?)
+            }
+            event_type::ORACLE_DATA => {
+                let event: bus_proto::OracleData =
+                    self.payload(tag::ORACLE_DATA, type_name::ORACLE_DATA, "oracleData")?;
+                let data = event
+                    .external_data
+                    .and_then(|external| external.data)
+                    .ok_or(EventError::MissingPayload {
+                        event_type: type_name::ORACLE_DATA,
+                        payload: "oracleData.externalData.data",
+                    })?;
+                Body::Oracle(oracle(data)?)
+            }
+            _ => Body::Other,
+        };
+        Ok(Event { height, seq, body })
+    }
+
+    /// Decodes the payload the event's type names.
+    fn payload<M: Message + Default>(
+        &self,
+        tag: u32,
+        event_type: &'static str,
+        payload: &'static str,
+    ) -> Result<M, RecordError> {
+        match self.payload {
+            Some((found, bytes)) if found == tag => M::decode(bytes).map_err(RecordError::Protobuf),
+            _ => Err(EventError::MissingPayload {
+                event_type,
+                payload,
+            }
+            .into()),
+        }
+    }
+}
+
+/// The slow path: prost decodes the whole event, for its error, or for what the scan does not
+/// read (a group, which no `BusEvent` field is): re-encoded, the declared fields scan.
+fn decode_whole(bytes: &[u8]) -> Result<Event, RecordError> {
+    let plain = BusEvent::decode(bytes)
+        .map_err(RecordError::Protobuf)?
+        .encode_to_vec();
+    scan(&plain)
+        .expect("prost writes only fields the scan reads")
+        .into_event()
+}
+
+fn ledger(
+    movements: bus_proto::LedgerMovements,
+) -> Result<Vec<ledger_core::LedgerEntry>, EventError> {
+    movements
+        .ledger_movements
+        .iter()
+        .flat_map(|movement| &movement.entries)
+        .enumerate()
+        .map(|(index, entry)| {
+            let account = |details: &Option<bus_proto::AccountDetails>, field| {
+                let details = details
+                    .as_ref()
+                    .ok_or(EventError::MissingAccount { index, field })?;
+                super::RawAccount {
+                    asset_id: &details.asset_id,
+                    account_type: AccountType::from_wire(details.r#type),
+                    owner: details.owner.as_deref(),
+                    market_id: details.market_id.as_deref(),
+                }
+                .into_domain(index, field)
+            };
+            super::RawEntry {
+                from: account(&entry.from_account, "fromAccount")?,
+                to: account(&entry.to_account, "toAccount")?,
+                amount: &entry.amount,
+                transfer_type: TransferType::from_wire(entry.r#type),
+                timestamp: entry.timestamp,
+                from_balance: non_empty(&entry.from_account_balance),
+                to_balance: non_empty(&entry.to_account_balance),
+            }
+            .into_domain(index)
+        })
+        .collect()
+}
+
+/// Protobuf's way of writing an absent string.
+fn non_empty(text: &str) -> Option<&str> {
+    Some(text).filter(|text| !text.is_empty())
+}
+
+fn oracle(data: bus_proto::Data) -> Result<oracle_core::OracleData, EventError> {
+    use bus_proto::signer::Signer as Kind;
+    let properties = |list: Vec<bus_proto::Property>| {
+        list.into_iter().map(|p| Property {
+            name: p.name,
+            value: p.value,
+        })
+    };
+    super::RawOracleData {
+        signers: data.signers.into_iter().map(|signer| match signer.signer? {
+            Kind::PubKey(key) => Some(Signer::PubKey(key.key)),
+            Kind::EthAddress(address) => Some(Signer::EthAddress(address.address)),
+        }),
+        data: properties(data.data),
+        meta_data: properties(data.meta_data),
+        matched_spec_ids: data.matched_spec_ids.iter().map(String::as_str),
+        broadcast_at: data.broadcast_at,
+        error: data.error,
+    }
+    .into_domain()
+}
