@@ -68,7 +68,8 @@ fn check_plan(request: &PageRequest, n_hint: usize) {
 /// Up to `n_rows` positions in the order and on the side of the anchor that `scan` asks for.
 fn rows_of(scan: &Scan, n_rows: usize) -> Vec<(Position, Position)> {
     let (vega_time, block, seq) = if scan.descending {
-        (i64::MAX, u64::MAX, u64::MAX)
+        // The last position a cursor can name: stores keep positions in `i64` columns.
+        (i64::MAX, i64::MAX as u64, i64::MAX as u64)
     } else {
         (i64::MIN, 0, 0)
     };
@@ -95,7 +96,10 @@ fn step(position: Position, descending: bool) -> Option<Position> {
     let seq = if descending {
         position.seq.checked_sub(1)
     } else {
-        position.seq.checked_add(1)
+        position
+            .seq
+            .checked_add(1)
+            .filter(|seq| i64::try_from(*seq).is_ok())
     }?;
     Some(Position { seq, ..position })
 }
