@@ -31,3 +31,10 @@ bench-small:
 # Write a demo event stream and ingest it into demo.sqlite.
 demo:
     cargo run --release -- generate --output demo.ndjson && cargo run --release -- ingest --db demo.sqlite demo.ndjson
+
+# Run one fuzz target for SECONDS: cursor, http_request, ndjson_ingest, bus_event or sp_pair
+# (docs/FUZZING.md).
+# New inputs go to fuzz/runs/TARGET (not committed); the seeds in fuzz/corpus/TARGET are read only.
+fuzz TARGET SECONDS="600":
+    mkdir -p fuzz/runs/{{TARGET}}
+    cd fuzz && RUSTC_BOOTSTRAP=1 nice -n 19 cargo fuzz run --sanitizer none --debug-assertions {{TARGET}} runs/{{TARGET}} corpus/{{TARGET}} -- -max_total_time={{SECONDS}}

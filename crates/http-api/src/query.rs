@@ -30,3 +30,6 @@ impl<'a> Query<'a> {
         self.pairs.iter().any(|(key, _)| key == name)
     }
 }
+
+#[cfg(test)]
+mod properties;

@@ -1,6 +1,7 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
 mod operations;
+mod properties;
 mod server;
 
 use std::ops::ControlFlow;

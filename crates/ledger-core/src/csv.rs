@@ -167,6 +167,9 @@ impl io::Write for RowSink {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Account, AccountType, AssetId, MarketId, Owner, TransferType};

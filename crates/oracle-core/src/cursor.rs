@@ -104,6 +104,9 @@ fn crc8(bytes: &[u8]) -> u8 {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -332,4 +332,6 @@ fn parse_go_bool(value: &str) -> Option<bool> {
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use crate::{AllowedOrigins, App, AppConfig};
 const EXPORT: &str = "/api/v2/ledgerentry/export";
 const ORACLE: &str = "/api/v2/oracle/data";
 
-async fn get_with(store: FakeStore, uri: &str, headers: &[(&str, &str)]) -> Answer {
+pub(super) async fn get_with(store: FakeStore, uri: &str, headers: &[(&str, &str)]) -> Answer {
     let mut request = Request::get(uri);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -259,7 +259,7 @@ async fn cors_lets_other_origins_read_answers_and_the_file_name() {
     );
 }
 
-fn decode(coding: &str, body: &[u8]) -> Vec<u8> {
+pub(super) fn decode(coding: &str, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     match coding {
         "gzip" => {
