@@ -55,7 +55,6 @@ fn entry() -> impl Strategy<Value = LedgerEntry> {
                 timestamp: VegaTime::from_nanos(timestamp),
                 from_balance,
                 to_balance,
-                transfer_id: None,
             },
         )
 }
@@ -106,15 +105,15 @@ proptest! {
             ("vega_time", time),
             ("quantity", entry.amount.to_string()),
             ("effect", effect_column(&entry, party)),
-            ("transfer_type", entry.transfer_type.name().to_owned()),
+            ("transfer_type", entry.transfer_type.name().into_owned()),
             ("asset_id", entry.from.asset.to_string()),
             ("account_from_market_id", market(entry.from.market)),
             ("account_from_party_id", owner_column(entry.from.owner)),
-            ("account_from_account_type", entry.from.account_type.short_name().to_owned()),
+            ("account_from_account_type", entry.from.account_type.short_name().into_owned()),
             ("account_from_balance", entry.from_balance.to_string()),
             ("account_to_market_id", market(entry.to.market)),
             ("account_to_party_id", owner_column(entry.to.owner)),
-            ("account_to_account_type", entry.to.account_type.short_name().to_owned()),
+            ("account_to_account_type", entry.to.account_type.short_name().into_owned()),
             ("account_to_balance", entry.to_balance.to_string()),
         ];
         for ((name, value), (column, field)) in expected.iter().zip(header.iter().zip(row)) {
