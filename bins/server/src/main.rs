@@ -4,6 +4,7 @@
 //! A thin composition of the workspace crates: flags and environment, logging, opening the
 //! store, binding, signals and exit codes.
 
+mod backend;
 mod generate;
 mod ingest;
 mod logging;

@@ -2,7 +2,7 @@
 //! ingest running beside it.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use http_api::{AllowedOrigins, App, AppConfig, IngestProgress, Metrics, ServeConfig};
-use ingest::{GenerateConfig, IngestOptions, IngestStats};
+use ingest::IngestStats;
 use storage::{SqliteConfig, SqliteStore};
 
 use crate::db_path;
@@ -81,7 +81,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let demo = args.db.is_none() && args.ingest.is_none();
     let path = db_path(args.db.clone());
     if demo && !path.exists() {
-        create_demo(&path)?;
+        crate::backend::create_demo(&path)?;
     }
     let store = Arc::new(
         SqliteStore::open(&path, SqliteConfig::default())
@@ -216,39 +216,4 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received; finishing what is in flight");
-}
-
-/// Fills a new database with the built-in demo dataset.
-fn create_demo(path: &Path) -> Result<()> {
-    tracing::info!(db = %path.display(), "creating a demo database");
-    let started = Instant::now();
-    let mut events = Vec::new();
-    ingest::generate(&GenerateConfig::default(), &mut events)
-        .context("cannot generate demo data")?;
-    // Write to a temporary file first, so that an interrupted creation leaves no half database
-    // that the next start would take for a real one.
-    let partial = path.with_extension("sqlite.partial");
-    let _ = std::fs::remove_file(&partial);
-    let store = SqliteStore::open(&partial, SqliteConfig::default())
-        .with_context(|| format!("cannot create {}", partial.display()))?;
-    let mut writer = store.writer()?;
-    let stats = ingest::ingest(
-        std::io::Cursor::new(events),
-        &mut writer,
-        &IngestOptions::default(),
-        &mut |_| {},
-    )?;
-    drop(writer);
-    drop(store);
-    for suffix in ["-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", partial.display()));
-    }
-    std::fs::rename(&partial, path).with_context(|| format!("cannot create {}", path.display()))?;
-    tracing::info!(
-        entries = stats.ledger_entries,
-        oracle_data = stats.oracle_data,
-        elapsed = ?started.elapsed(),
-        "demo database ready"
-    );
-    Ok(())
 }

@@ -90,11 +90,15 @@ pub struct BlockState {
 }
 
 /// A block whose events are part of a batch.
+///
+/// Committing a record for a block already stored merges the two: the stored vega time stays
+/// when there is one (the first time seen wins), and the sequence number becomes the higher of
+/// the two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockRecord {
     /// Block height.
     pub height: u64,
-    /// What is stored of the block once the batch commits.
+    /// What this batch saw of the block; merged with what is stored (see above).
     pub state: BlockState,
 }
 
@@ -129,9 +133,10 @@ pub trait IngestWriter: Send {
     /// [`block_state`](Self::block_state) lookup, which spares an appending ingest one query per
     /// block.
     fn last_block(&mut self) -> Result<Option<u64>, Error>;
-    /// What is already stored of block `height`, if anything.
+    /// What is already stored of block `height`, if anything (nothing above `i64::MAX`).
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error>;
     /// Writes the batch in one transaction: all of it or none of it. Rows already stored are
-    /// left as they are.
+    /// left as they are; block records merge (see [`BlockRecord`]); a height or sequence number
+    /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`].
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
 }
