@@ -4,7 +4,10 @@
 //! - backend-neutral traits and query types ([`LedgerStore`], [`OracleStore`], [`IngestWriter`],
 //!   [`Health`]) that the HTTP layer and the ingest pipeline program against;
 //! - [`SqliteStore`], the embedded SQLite implementation (schema, migrations, row mapping), behind
-//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it.
+//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it;
+//! - `PgStore`, the PostgreSQL implementation (many servers over one database), behind the
+//!   `postgres` cargo feature (off by default: it brings a TLS stack and an async runtime inside
+//!   its client).
 //!
 //! Values are encoded once, at ingest: a ledger row is stored as the finished CSV line as seen by
 //! one party, an oracle datum as its finished Vega JSON node. Reads only copy bytes.
@@ -39,15 +42,19 @@
 
 mod error;
 mod model;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod suite;
 
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
-    BlockRecord, BlockState, ExportSink, ExportSummary, Health, IngestBatch, IngestWriter,
-    LedgerRow, LedgerStore, OracleRow, OracleStore,
+    BlockRecord, BlockState, Examples, ExportSink, ExportSummary, Health, IngestBatch,
+    IngestWriter, LedgerRow, LedgerStore, OracleRow, OracleStore,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{PgConfig, PgStore, PgWriter};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Examples, SqliteConfig, SqliteStore, SqliteWriter};
+pub use sqlite::{SqliteConfig, SqliteStore, SqliteWriter};

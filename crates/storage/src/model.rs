@@ -2,6 +2,8 @@
 
 use std::ops::ControlFlow;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use ledger_core::TimeRange;
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId};
 use oracle_core::{Page, PageRequest, Position};
 
@@ -139,4 +141,27 @@ pub trait IngestWriter: Send {
     /// left as they are; block records merge (see [`BlockRecord`]); a height or sequence number
     /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`].
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
+}
+
+/// Real ids from the store, for ready-to-paste example URLs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Examples {
+    /// The party with ledger rows found first.
+    pub party: Option<String>,
+    /// An asset of that party.
+    pub asset: Option<String>,
+    /// An oracle spec that matched some data.
+    pub spec: Option<String>,
+}
+
+/// The half-open range as inclusive bounds, `None` when it holds no time at all: an open end
+/// must still include a row at `i64::MAX`, which no exclusive bound can.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
+    let low = range.start().unwrap_or(i64::MIN);
+    let high = match range.end() {
+        Some(end) => end.checked_sub(1)?,
+        None => i64::MAX,
+    };
+    (low <= high).then_some((low, high))
 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::{Error, Health};
+use crate::{Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
 
@@ -51,17 +51,6 @@ impl Default for SqliteConfig {
 pub struct SqliteStore {
     path: PathBuf,
     readers: Pool,
-}
-
-/// Real ids from the store, for ready-to-paste example URLs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Examples {
-    /// The party with ledger rows found first.
-    pub party: Option<String>,
-    /// An asset of that party.
-    pub asset: Option<String>,
-    /// An oracle spec that matched some data.
-    pub spec: Option<String>,
 }
 
 impl SqliteStore {

@@ -24,32 +24,14 @@ impl TempStore {
     }
 }
 
-/// One `#[test]` per suite function, each on a fresh store.
-macro_rules! suite_tests {
-    ($($name:ident),+ $(,)?) => {$(
-        #[test]
-        fn $name() {
-            let temp = TempStore::new();
-            let mut writer = temp.store.writer().unwrap();
-            suite::$name(&temp.store, &mut writer);
-        }
-    )+};
+/// Runs a suite test on a fresh store.
+fn run(_test: &str, body: impl FnOnce(&SqliteStore, &mut dyn IngestWriter)) {
+    let temp = TempStore::new();
+    let mut writer = temp.store.writer().unwrap();
+    body(&temp.store, &mut writer);
 }
 
-suite_tests!(
-    export_orders_rows_across_assets,
-    export_filters_by_party_asset_and_half_open_time_range,
-    export_stops_when_the_sink_breaks,
-    export_reads_one_snapshot_while_a_batch_commits,
-    oracle_pages_walk_every_dataset_in_both_directions,
-    oracle_unknown_spec_has_an_empty_page,
-    oracle_latest_value_of_a_spec,
-    oracle_cursor_between_or_beyond_rows,
-    committing_a_batch_twice_adds_nothing,
-    block_state_round_trips,
-    failed_commit_leaves_nothing_and_the_writer_usable,
-    empty_store_is_healthy,
-);
+suite::backend_tests!(run);
 
 fn pragma<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> T {
     conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
@@ -155,7 +137,7 @@ fn concurrent_opens_of_a_new_file_all_succeed() {
 #[test]
 fn examples_name_stored_ids() {
     let temp = TempStore::new();
-    assert_eq!(temp.store.examples().unwrap(), super::Examples::default());
+    assert_eq!(temp.store.examples().unwrap(), crate::Examples::default());
     let batch = crate::IngestBatch {
         ledger_rows: vec![
             suite::ledger_row("first", 7, 8, (1, 1, 1, 0)),
@@ -171,7 +153,7 @@ fn examples_name_stored_ids() {
     let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
     assert_eq!(
         temp.store.examples().unwrap(),
-        super::Examples {
+        crate::Examples {
             party: hex(7),
             asset: hex(8),
             spec: hex(11),
