@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -10,16 +9,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use ingest::{IngestOptions, IngestStats};
-use storage::{IngestWriter, SqliteConfig, SqliteStore};
+use storage::IngestWriter;
 
-use crate::db_path;
+use crate::backend::Db;
 
 /// Flags of `ingest`.
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// SQLite database to write [default: ./datanode.sqlite].
-    #[arg(long, env = "DATANODE_DB")]
-    db: Option<PathBuf>,
+    /// Database to write: an SQLite file, or a postgres:// URL (its schema is created or
+    /// upgraded first) [default: ./datanode.sqlite].
+    #[arg(long, env = "DATANODE_DB", value_name = "PATH|URL")]
+    db: Option<String>,
     /// Event stream: a file of newline-delimited JSON bus events, or - for standard input
     /// (read until it ends, committing as it goes).
     input: String,
@@ -34,15 +34,12 @@ pub struct IngestArgs {
 /// `ingest`: runs until the input ends, a line is malformed, or SIGINT/SIGTERM (which stops at
 /// the next block boundary; a second signal stops at once).
 pub fn ingest(args: IngestArgs) -> Result<()> {
-    let path = db_path(args.db);
-    let store = SqliteStore::open(&path, SqliteConfig::default())
-        .with_context(|| format!("cannot open the database {}", path.display()))?;
-    let mut writer = store.writer()?;
+    let mut writer = Db::from_flag(args.db).open_writer()?;
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signal(Arc::clone(&stop))?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
     let mut reporter = Progress::new(show_progress);
-    let stats = run(&args.input, &mut writer, &stop, &mut |stats| {
+    let stats = run(&args.input, &mut *writer, &stop, &mut |stats| {
         reporter.report(stats)
     })?;
     tracing::info!(

@@ -2,7 +2,6 @@
 //! ingest running beside it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -11,17 +10,17 @@ use anyhow::{Context, Result};
 use clap::Args;
 use http_api::{AllowedOrigins, App, AppConfig, IngestProgress, Metrics, ServeConfig};
 use ingest::IngestStats;
-use storage::{SqliteConfig, SqliteStore};
 
-use crate::db_path;
+use crate::backend::Db;
 
 /// Flags of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// SQLite database to serve [default: ./datanode.sqlite, created with demo data if missing
-    /// and no --ingest is given]. An explicit path is never filled with demo data.
-    #[arg(long, env = "DATANODE_DB")]
-    db: Option<PathBuf>,
+    /// Database to serve: an SQLite file, or a postgres:// URL [default: ./datanode.sqlite,
+    /// created with demo data if missing and no --ingest is given]. An explicit path is never
+    /// filled with demo data; a PostgreSQL database must have been migrated or ingested into.
+    #[arg(long, env = "DATANODE_DB", value_name = "PATH|URL")]
+    db: Option<String>,
     /// Address to listen on.
     #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
     listen: SocketAddr,
@@ -79,25 +78,30 @@ impl ServeArgs {
 /// `serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
     let demo = args.db.is_none() && args.ingest.is_none();
-    let path = db_path(args.db.clone());
-    if demo && !path.exists() {
-        crate::backend::create_demo(&path)?;
+    let db = Db::from_flag(args.db.clone());
+    if let Db::Sqlite(path) = &db
+        && demo
+        && !path.exists()
+    {
+        crate::backend::create_demo(path)?;
     }
-    let store = Arc::new(
-        SqliteStore::open(&path, SqliteConfig::default())
-            .with_context(|| format!("cannot open the database {}", path.display()))?,
-    );
+    // The writer first: with PostgreSQL it creates the schema the server then checks.
+    let writer = match &args.ingest {
+        Some(_) => Some(db.open_writer()?),
+        None => None,
+    };
+    let store = Arc::new(db.open_to_serve(args.max_exports)?);
     let examples = store.examples().context("cannot read the database")?;
     let app = App::new(Arc::clone(&store), args.app_config());
     let stop_ingest = Arc::new(AtomicBool::new(false));
-    let ingest_thread = match &args.ingest {
-        Some(input) => Some(spawn_ingest(
+    let ingest_thread = match (&args.ingest, writer) {
+        (Some(input), Some(writer)) => Some(spawn_ingest(
             input.clone(),
-            &store,
+            writer,
             app.metrics(),
             Arc::clone(&stop_ingest),
         )?),
-        None => None,
+        _ => None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -108,7 +112,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr().context("listener has no address")?;
-        tracing::info!(%addr, db = %path.display(), "serving");
+        tracing::info!(%addr, db = %db.describe(), "serving");
         print_examples(addr, &examples);
         let shutdown = async {
             shutdown_signal().await;
@@ -130,11 +134,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 /// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
 fn spawn_ingest(
     input: String,
-    store: &SqliteStore,
+    mut writer: Box<dyn storage::IngestWriter>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
-    let mut writer = store.writer()?;
     std::thread::Builder::new()
         .name("ingest".to_owned())
         .spawn(move || {
@@ -142,7 +145,7 @@ fn spawn_ingest(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let result = crate::ingest::run(&input, &mut writer, &stop, &mut |stats| {
+            let result = crate::ingest::run(&input, &mut *writer, &stop, &mut |stats| {
                 metrics.ingest_progress(&progress(stats));
                 if last_log.elapsed() >= Duration::from_secs(10) {
                     last_log = Instant::now();

@@ -48,6 +48,7 @@ pub mod postgres;
 mod sqlite;
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod suite;
+mod url;
 
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
@@ -58,3 +59,4 @@ pub use model::{
 pub use postgres::{PgConfig, PgStore, PgWriter};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteConfig, SqliteStore, SqliteWriter};
+pub use url::{is_url, redact};

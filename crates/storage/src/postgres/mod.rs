@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use postgres::{Client, Config, Statement};
 
+use crate::url::redact;
 use crate::{Error, Examples, Health};
 pub use ingest::PgWriter;
 pub use schema::Migrated;
@@ -289,47 +290,6 @@ impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
-}
-
-/// True when `db` names a PostgreSQL database (`postgres://` or `postgresql://`) rather than
-/// an SQLite file.
-pub fn is_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
-}
-
-/// `url` with its password, if any, replaced by `***`: safe to log. Both places a libpq URL can
-/// hold one are covered, `user:password@` and a `password=` parameter.
-pub fn redact(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let mut out = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => match userinfo.split_once(':') {
-                    Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
-                    None => base.to_owned(),
-                },
-                None => base.to_owned(),
-            }
-        }
-        None => base.to_owned(),
-    };
-    if let Some(query) = query {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|param| match param.split_once('=') {
-                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-                _ => param.to_owned(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&params.join("&"));
-    }
-    out
 }
 
 /// Maps a PostgreSQL error to the backend-neutral [`Error`]: a lost or refused connection, a

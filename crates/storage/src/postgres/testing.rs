@@ -100,7 +100,7 @@ impl Drop for TestDatabase {
 
 fn admin(url: &str) -> Client {
     Client::connect(url, NoTls)
-        .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", super::redact(url)))
+        .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", crate::redact(url)))
 }
 
 /// Drops the databases left by test processes that no longer run (killed before their guards
