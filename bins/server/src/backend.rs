@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use ingest::{GenerateConfig, IngestOptions};
-use ledger_core::{ExportFilter, OracleSpecId};
-use oracle_core::{Page, PageRequest};
+use ledger_core::ExportFilter;
+use oracle_core::PageRequest;
 use storage::{
-    Examples, ExportSink, ExportSummary, Health, IngestWriter, LedgerStore, OracleStore,
-    SqliteConfig, SqliteStore, is_url, redact,
+    AnyStore, ExportSink, Health, IngestWriter, LedgerStore, OracleStore, SqliteConfig,
+    SqliteStore, is_url, redact,
 };
 #[cfg(feature = "postgres")]
 use storage::{PgConfig, PgStore};
@@ -120,65 +120,6 @@ impl Db {
             }),
         };
         done.with_context(|| format!("cannot migrate the database {}", self.describe()))
-    }
-}
-
-/// A store of either backend.
-#[derive(Debug)]
-pub enum AnyStore {
-    /// SQLite.
-    Sqlite(SqliteStore),
-    /// PostgreSQL.
-    #[cfg(feature = "postgres")]
-    Postgres(PgStore),
-}
-
-impl AnyStore {
-    /// Real ids to show in example URLs.
-    pub fn examples(&self) -> Result<Examples, storage::Error> {
-        match self {
-            AnyStore::Sqlite(store) => store.examples(),
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres(store) => store.examples(),
-        }
-    }
-}
-
-impl LedgerStore for AnyStore {
-    fn export_ledger(
-        &self,
-        filter: &ExportFilter,
-        sink: &mut dyn ExportSink,
-    ) -> Result<ExportSummary, storage::Error> {
-        match self {
-            AnyStore::Sqlite(store) => store.export_ledger(filter, sink),
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres(store) => store.export_ledger(filter, sink),
-        }
-    }
-}
-
-impl OracleStore for AnyStore {
-    fn oracle_page(
-        &self,
-        spec: Option<&OracleSpecId>,
-        request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, storage::Error> {
-        match self {
-            AnyStore::Sqlite(store) => store.oracle_page(spec, request),
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres(store) => store.oracle_page(spec, request),
-        }
-    }
-}
-
-impl Health for AnyStore {
-    fn check(&self) -> Result<(), storage::Error> {
-        match self {
-            AnyStore::Sqlite(store) => store.check(),
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres(store) => store.check(),
-        }
     }
 }
 

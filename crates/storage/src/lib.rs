@@ -40,6 +40,8 @@
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+#[cfg(feature = "sqlite")]
+mod any;
 mod error;
 mod model;
 #[cfg(feature = "postgres")]
@@ -50,6 +52,8 @@ mod sqlite;
 mod suite;
 mod url;
 
+#[cfg(feature = "sqlite")]
+pub use any::AnyStore;
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
     BlockRecord, BlockState, Examples, ExportSink, ExportSummary, Health, IngestBatch,

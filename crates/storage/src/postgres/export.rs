@@ -25,9 +25,13 @@ pub(crate) const NEXT_ASSET_SQL: &str =
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
 
-/// Rows fetched from a portal at once: memory stays bounded (a few hundred KiB per asset) and
-/// the first rows go out after one batch.
+/// Rows fetched from a portal at once, at most: memory stays bounded (a few hundred KiB per
+/// asset).
 const BATCH_ROWS: i32 = 2048;
+
+/// Rows of a portal's first fetch: small, so that the first bytes go out (and an export whose
+/// client left stops) after little work; each later fetch doubles, up to [`BATCH_ROWS`].
+const FIRST_BATCH_ROWS: i32 = 64;
 
 type SortKey = (i64, i64, i64, i64);
 
@@ -60,6 +64,7 @@ impl LedgerStore for PgStore {
             let mut head = Head {
                 portal,
                 batch: VecDeque::new(),
+                next_fetch: FIRST_BATCH_ROWS,
                 done: false,
             };
             head.fill(&mut tx)?;
@@ -107,6 +112,8 @@ fn plan(
 struct Head {
     portal: Portal,
     batch: VecDeque<Row>,
+    /// Rows to ask for in the next fetch.
+    next_fetch: i32,
     done: bool,
 }
 
@@ -114,8 +121,11 @@ impl Head {
     /// Fetches the next batch when the current one is used up.
     fn fill(&mut self, tx: &mut Transaction<'_>) -> Result<(), Error> {
         if self.batch.is_empty() && !self.done {
-            let rows = tx.query_portal(&self.portal, BATCH_ROWS).map_err(map_err)?;
-            self.done = rows.len() < BATCH_ROWS as usize;
+            let rows = tx
+                .query_portal(&self.portal, self.next_fetch)
+                .map_err(map_err)?;
+            self.done = rows.len() < self.next_fetch as usize;
+            self.next_fetch = (self.next_fetch * 2).min(BATCH_ROWS);
             self.batch = rows.into();
         }
         Ok(())
