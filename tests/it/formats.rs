@@ -6,7 +6,7 @@ use std::sync::Arc;
 use eventgen::{Format, GenerateConfig};
 use http_api::AppConfig;
 use ingest::IngestOptions;
-use storage::{SqliteConfig, SqliteStore};
+use storage::{AnyStore, SqliteConfig, SqliteStore};
 
 use crate::support::{Dataset, Server, get};
 
@@ -39,7 +39,7 @@ fn ndjson_and_buffer_file_give_byte_identical_answers() {
     .unwrap();
     assert_eq!(stats.ledger_entries, dataset.summary.ledger_entries);
     let from_ndjson = Server::start(dataset.store.clone(), AppConfig::default());
-    let from_buffer = Server::start(Arc::new(store), AppConfig::default());
+    let from_buffer = Server::start(Arc::new(AnyStore::Sqlite(store)), AppConfig::default());
 
     let reference = &dataset.reference;
     let mut targets = Vec::new();

@@ -1,4 +1,5 @@
-//! End-to-end tests: generated event streams are ingested into temporary SQLite stores, served
+//! End-to-end tests: generated event streams are ingested into temporary stores (SQLite, or
+//! PostgreSQL with `DATANODE_IT_BACKEND=postgres`), served
 //! over loopback by `http_api::serve`, and every answer is compared, byte for byte where the
 //! contract is bytes, with an independent model of the stream (`reference`).
 

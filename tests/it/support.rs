@@ -1,4 +1,5 @@
-//! The harness: generated datasets ingested into temporary SQLite stores, servers on loopback,
+//! The harness: generated datasets ingested into temporary stores (SQLite files, or PostgreSQL
+//! databases with `DATANODE_IT_BACKEND=postgres`), servers on loopback,
 //! and a small blocking HTTP/1.1 client.
 //!
 //! The client is hand-written rather than hyper's because the tests need what a convenient
@@ -14,7 +15,8 @@ use std::time::Duration;
 use eventgen::{GenerateConfig, GenerateSummary};
 use http_api::{App, AppConfig, ServeConfig};
 use ingest::IngestOptions;
-use storage::{SqliteConfig, SqliteStore};
+use storage::postgres::testing::TestDatabase;
+use storage::{AnyStore, IngestWriter, PgConfig, PgStore, SqliteConfig, SqliteStore};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
@@ -31,23 +33,72 @@ pub struct Dataset {
     /// The stream as ingested so far.
     pub stream: Vec<u8>,
     /// The store.
-    pub store: Arc<SqliteStore>,
-    _dir: tempfile::TempDir,
+    pub store: Arc<AnyStore>,
+    place: Place,
+}
+
+/// Where a dataset's store lives, removed on drop (after the store, declared before it).
+enum Place {
+    Sqlite(tempfile::TempDir),
+    Postgres(TestDatabase),
+}
+
+/// The variable that runs the suite on PostgreSQL: `DATANODE_IT_BACKEND=postgres` (with
+/// `DATANODE_TEST_PG` naming the server); anything else, or nothing, is SQLite.
+const BACKEND_VAR: &str = "DATANODE_IT_BACKEND";
+
+impl Place {
+    fn new() -> Place {
+        if std::env::var(BACKEND_VAR).as_deref() == Ok("postgres") {
+            let db = TestDatabase::create("it")
+                .unwrap_or_else(|| panic!("{BACKEND_VAR}=postgres needs DATANODE_TEST_PG"));
+            return Place::Postgres(db);
+        }
+        Place::Sqlite(tempfile::tempdir().expect("temp dir"))
+    }
+
+    fn sqlite_path(dir: &tempfile::TempDir) -> std::path::PathBuf {
+        dir.path().join("e2e.sqlite")
+    }
+
+    /// The store's writer (creating the schema on first use).
+    fn writer(&self) -> Box<dyn IngestWriter> {
+        match self {
+            Place::Sqlite(dir) => Box::new(
+                SqliteStore::open(Self::sqlite_path(dir), SqliteConfig::default())
+                    .and_then(|store| store.writer())
+                    .expect("open writer"),
+            ),
+            Place::Postgres(db) => Box::new(PgStore::writer(db.url()).expect("open writer")),
+        }
+    }
+
+    fn store(&self) -> AnyStore {
+        match self {
+            Place::Sqlite(dir) => AnyStore::Sqlite(
+                SqliteStore::open(Self::sqlite_path(dir), SqliteConfig::default())
+                    .expect("open store"),
+            ),
+            Place::Postgres(db) => AnyStore::Postgres(
+                PgStore::open(db.url(), PgConfig::default()).expect("open store"),
+            ),
+        }
+    }
 }
 
 impl Dataset {
     /// Generates `config`'s stream and ingests it into a fresh store.
     pub fn build(config: GenerateConfig) -> Dataset {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = SqliteStore::open(dir.path().join("e2e.sqlite"), SqliteConfig::default())
-            .expect("open store");
+        let place = Place::new();
+        // The writer first: on PostgreSQL it creates the schema that opening a store checks.
+        drop(place.writer());
         let mut dataset = Dataset {
             config: config.clone(),
             summary: GenerateSummary::default(),
             reference: Reference::default(),
             stream: Vec::new(),
-            store: Arc::new(store),
-            _dir: dir,
+            store: Arc::new(place.store()),
+            place,
         };
         dataset.append(&config);
         dataset
@@ -56,10 +107,10 @@ impl Dataset {
     /// Generates `config`'s stream, ingests it into the store and updates the model.
     pub fn append(&mut self, config: &GenerateConfig) {
         let stream = generate(config, &mut self.summary);
-        let mut writer = self.store.writer().expect("open writer");
+        let mut writer = self.place.writer();
         ingest::ingest(
             io::Cursor::new(stream.clone()),
-            &mut writer,
+            &mut *writer,
             &IngestOptions::default(),
             &mut |_| {},
         )
@@ -110,12 +161,12 @@ pub struct Server {
 impl Server {
     /// Binds `127.0.0.1:0` first, then spawns the server on that listener: it accepts as soon
     /// as this returns, with no waiting.
-    pub fn start(store: Arc<SqliteStore>, config: AppConfig) -> Server {
+    pub fn start(store: Arc<AnyStore>, config: AppConfig) -> Server {
         Self::start_with(store, config, ServeConfig::default())
     }
 
     /// [`Server::start`] with connection limits and timeouts of the test's choosing.
-    pub fn start_with(store: Arc<SqliteStore>, config: AppConfig, serve: ServeConfig) -> Server {
+    pub fn start_with(store: Arc<AnyStore>, config: AppConfig, serve: ServeConfig) -> Server {
         let runtime = runtime();
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

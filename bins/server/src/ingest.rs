@@ -1,7 +1,6 @@
 //! `server ingest`, and the ingest thread that `serve --ingest` runs beside the API.
 
 use std::io::{self, IsTerminal};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -10,16 +9,17 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use http_api::{IngestProgress, Metrics};
 use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
-use storage::{IngestWriter, SqliteConfig, SqliteStore};
+use storage::IngestWriter;
 
-use crate::db_path;
+use crate::backend::Db;
 
 /// Flags of `ingest`.
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// SQLite database to write [default: ./datanode.sqlite].
-    #[arg(long, env = "DATANODE_DB")]
-    db: Option<PathBuf>,
+    /// Database to write: an SQLite file, or a postgres:// URL (its schema is created or
+    /// upgraded first) [default: ./datanode.sqlite].
+    #[arg(long, env = "DATANODE_DB", value_name = "PATH|URL")]
+    db: Option<String>,
     /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
     /// (read in file-name order), a file of newline-delimited JSON bus events, - for standard
     /// input (read until it ends, committing as it goes), or tcp://HOST:PORT to listen for a
@@ -38,10 +38,7 @@ pub struct IngestArgs {
 /// `ingest`: runs until the input ends, a line is malformed, or SIGINT/SIGTERM (which stops at
 /// the next block boundary; a second signal stops at once).
 pub fn ingest(args: IngestArgs) -> Result<()> {
-    let path = db_path(args.db);
-    let store = SqliteStore::open(&path, SqliteConfig::default())
-        .with_context(|| format!("cannot open the database {}", path.display()))?;
-    let mut writer = store.writer()?;
+    let mut writer = Db::from_flag(args.db).open_writer()?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
@@ -49,7 +46,7 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     let stats = run(
         &args.input,
         &args.format,
-        &mut writer,
+        &mut *writer,
         &stop,
         &mut |stats| reporter.report(stats),
     )?;
@@ -144,11 +141,10 @@ pub fn run(
 /// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
 pub fn spawn(
     input: String,
-    store: &SqliteStore,
+    mut writer: Box<dyn IngestWriter>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
-    let mut writer = store.writer()?;
     std::thread::Builder::new()
         .name("ingest".to_owned())
         .spawn(move || {
@@ -159,7 +155,7 @@ pub fn spawn(
             let result = run(
                 &input,
                 &FormatArgs::default(),
-                &mut writer,
+                &mut *writer,
                 &stop,
                 &mut |stats| {
                     metrics.ingest_progress(&progress(stats));

@@ -4,13 +4,14 @@
 //! A thin composition of the workspace crates: flags and environment, logging, opening the
 //! store, binding, signals and exit codes.
 
+mod admin;
+mod backend;
 mod generate;
 mod ingest;
 mod logging;
 mod serve;
 mod signals;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -19,9 +20,6 @@ use clap::{Parser, Subcommand};
 // glibc's allocator spent a fifth of the time on arena locks (see docs/PERFORMANCE.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The database used when `--db` is not given.
-const DEFAULT_DB: &str = "datanode.sqlite";
 
 /// Vega data-node compatible ledger export and oracle data API.
 ///
@@ -59,6 +57,12 @@ enum Command {
     Ingest(ingest::IngestArgs),
     /// Write a synthetic, internally consistent Vega event stream.
     Generate(generate::GenerateArgs),
+    /// Create or upgrade the schema of a database (safe when several run at once). `ingest`
+    /// does this by itself; `serve` never does.
+    Migrate(admin::DbArgs),
+    /// Check that a database can be served: schema version, row format, and a read through
+    /// the oracle data and one party's export.
+    Check(admin::DbArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +73,8 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve::serve(args),
         Some(Command::Ingest(args)) => ingest::ingest(args),
         Some(Command::Generate(args)) => generate::generate(args),
+        Some(Command::Migrate(args)) => admin::migrate(args),
+        Some(Command::Check(args)) => admin::check(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,9 +84,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The database path: the explicit one, or the default.
-fn db_path(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(|| PathBuf::from(DEFAULT_DB))
 }

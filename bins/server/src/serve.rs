@@ -8,40 +8,41 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
-use eventgen::GenerateConfig;
 use http_api::App;
-use ingest::IngestOptions;
-use storage::{SqliteConfig, SqliteStore};
 
 pub use flags::ServeArgs;
 
-use crate::db_path;
+use crate::backend::Db;
 
 /// `serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
     let demo = args.db.is_none() && args.ingest.is_none();
-    let path = db_path(args.db.clone());
-    if demo && !path.exists() {
-        create_demo(&path)?;
+    let db = Db::from_flag(args.db.clone());
+    if let Db::Sqlite(path) = &db
+        && demo
+        && !path.exists()
+    {
+        crate::backend::create_demo(path)?;
     }
-    let store = Arc::new(
-        SqliteStore::open(&path, SqliteConfig::default())
-            .with_context(|| format!("cannot open the database {}", path.display()))?,
-    );
+    // The writer first: with PostgreSQL it creates the schema the server then checks.
+    let writer = match &args.ingest {
+        Some(_) => Some(db.open_writer()?),
+        None => None,
+    };
+    let store = Arc::new(db.open_to_serve(args.max_readers())?);
     let examples = store.examples().context("cannot read the database")?;
     let app = App::new(Arc::clone(&store), args.app_config());
     let stop_ingest = Arc::new(AtomicBool::new(false));
-    let ingest_thread = match &args.ingest {
-        Some(input) => Some(crate::ingest::spawn(
+    let ingest_thread = match (&args.ingest, writer) {
+        (Some(input), Some(writer)) => Some(crate::ingest::spawn(
             input.clone(),
-            &store,
+            writer,
             app.metrics(),
             Arc::clone(&stop_ingest),
         )?),
-        None => None,
+        _ => None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -52,7 +53,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr().context("listener has no address")?;
-        tracing::info!(%addr, db = %path.display(), "serving");
+        tracing::info!(%addr, db = %db.describe(), "serving");
         if let Some(addr_file) = &args.addr_file {
             write_addr_file(addr_file, addr)?;
         }
@@ -82,39 +83,4 @@ fn write_addr_file(path: &Path, addr: SocketAddr) -> Result<()> {
     std::fs::write(&partial, format!("{addr}\n"))
         .and_then(|()| std::fs::rename(&partial, path))
         .with_context(|| format!("cannot write the address file {}", path.display()))
-}
-
-/// Fills a new database with the built-in demo dataset.
-fn create_demo(path: &Path) -> Result<()> {
-    tracing::info!(db = %path.display(), "creating a demo database");
-    let started = Instant::now();
-    let mut events = Vec::new();
-    eventgen::generate(&GenerateConfig::DEFAULT, &mut events)
-        .context("cannot generate demo data")?;
-    // Write to a temporary file first, so that an interrupted creation leaves no half database
-    // that the next start would take for a real one.
-    let partial = path.with_extension("sqlite.partial");
-    let _ = std::fs::remove_file(&partial);
-    let store = SqliteStore::open(&partial, SqliteConfig::default())
-        .with_context(|| format!("cannot create {}", partial.display()))?;
-    let mut writer = store.writer()?;
-    let stats = ingest::ingest(
-        std::io::Cursor::new(events),
-        &mut writer,
-        &IngestOptions::default(),
-        &mut |_| {},
-    )?;
-    drop(writer);
-    drop(store);
-    for suffix in ["-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", partial.display()));
-    }
-    std::fs::rename(&partial, path).with_context(|| format!("cannot create {}", path.display()))?;
-    tracing::info!(
-        entries = stats.ledger_entries,
-        oracle_data = stats.oracle_data,
-        elapsed = ?started.elapsed(),
-        "demo database ready"
-    );
-    Ok(())
 }

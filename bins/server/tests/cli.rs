@@ -205,10 +205,11 @@ impl Drop for Serving {
 }
 
 impl Serving {
-    /// The next log line satisfying `wanted`, waiting up to ten seconds.
+    /// The next log line satisfying `wanted`, waiting up to a minute (a debug build creating the
+    /// demo database on a loaded machine takes tens of seconds).
     #[track_caller]
     fn log_line(&self, wanted: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.log.recv_timeout(left) {

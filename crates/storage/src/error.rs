@@ -4,15 +4,54 @@ use std::error::Error as StdError;
 
 /// A storage failure, independent of the backend that produced it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The store cannot be reached or used right now (I/O, locked, cannot open); retrying later
-    /// may succeed.
+    /// The store cannot be reached or used right now (I/O, locked, cannot open, connection
+    /// lost); retrying later may succeed, and a server answers 503 with `Retry-After`.
     #[error("storage unavailable")]
     Unavailable(#[source] Box<dyn StdError + Send + Sync>),
-    /// The stored data are not what this version expects (damaged file, unknown schema).
+    /// The stored data are damaged: a read found what no writer of this program stores.
     #[error("storage corrupt: {0}")]
     Corrupt(String),
+    /// The store is not one this program may use as it is: someone else's database, a schema
+    /// not created yet, a newer schema version, or rows in another row format. The message says
+    /// what to do (migrate, ingest, re-ingest); nothing was changed.
+    #[error("{0}")]
+    Incompatible(String),
+    /// A value that a store cannot hold: heights, sequence numbers and times are signed 64-bit
+    /// integers in every backend, so an unsigned value above `i64::MAX` is refused whole.
+    #[error("{what} {value} is out of range: stores hold at most {max}", max = i64::MAX)]
+    OutOfRange {
+        /// What the value is (`"block height"`, `"sequence number"`).
+        what: &'static str,
+        /// The value refused.
+        value: u64,
+    },
+    /// Another writer holds the store; a second one is refused rather than interleaved.
+    #[error("{0}")]
+    Busy(String),
     /// Any other backend failure: a bug or an unexpected state.
     #[error("storage failure")]
     Internal(#[source] Box<dyn StdError + Send + Sync>),
+}
+
+impl Error {
+    /// A height or sequence number as the signed 64-bit integer every store holds.
+    pub fn signed(what: &'static str, value: u64) -> Result<i64, Error> {
+        i64::try_from(value).map_err(|_| Error::OutOfRange { what, value })
+    }
+}
+
+/// The version of the stored rows' format: the finished CSV lines and JSON nodes are wire
+/// bytes, so a change to what they hold (a column, a number format) makes every stored row
+/// stale. Every backend records the version it wrote beside its schema version and refuses to
+/// append to or serve rows of another one.
+pub const ROW_FORMAT: u32 = 1;
+
+/// The message for a store written in another row format.
+pub(crate) fn row_format_mismatch(found: &str) -> Error {
+    Error::Incompatible(format!(
+        "the database holds rows in format {found}, this program writes and reads format \
+         {ROW_FORMAT}: re-ingest the event stream into a new database"
+    ))
 }

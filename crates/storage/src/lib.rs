@@ -4,7 +4,10 @@
 //! - backend-neutral traits and query types ([`LedgerStore`], [`OracleStore`], [`IngestWriter`],
 //!   [`Health`]) that the HTTP layer and the ingest pipeline program against;
 //! - [`SqliteStore`], the embedded SQLite implementation (schema, migrations, row mapping), behind
-//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it.
+//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it;
+//! - `PgStore`, the PostgreSQL implementation (many servers over one database), behind the
+//!   `postgres` cargo feature (off by default: it brings a TLS stack and an async runtime inside
+//!   its client).
 //!
 //! Values are encoded once, at ingest: a ledger row is stored as the finished CSV line as seen by
 //! one party, an oracle datum as its finished Vega JSON node. Reads only copy bytes.
@@ -13,21 +16,51 @@
 //! thread. Backend errors never appear in signatures; they are mapped to [`Error`].
 //!
 //! This crate must not know HTTP, JSON over HTTP, or the event-bus format.
+//!
+//! # The rules every backend follows
+//!
+//! The shared test suite (`src/suite.rs`) checks each of them against every backend.
+//!
+//! - **Ranges.** Heights, sequence numbers and vega times are stored as signed 64-bit integers:
+//!   a batch holding a height or sequence number above `i64::MAX` is refused whole with
+//!   [`Error::OutOfRange`], and a lookup of such a height finds nothing.
+//! - **Block records merge.** Committing a [`BlockRecord`] for a stored block keeps the first
+//!   vega time seen (a later one never replaces it, a missing one never erases it) and the
+//!   highest sequence number of the two.
+//! - **Rows are immutable.** A row already stored at a key is left as it is; committing the same
+//!   batch twice adds nothing.
+//! - **One snapshot per read.** An export and a page each read one consistent snapshot: a batch
+//!   committed meanwhile is either wholly visible or not at all, and never part of a block.
+//! - **Release on drop.** A read that stops early (the sink breaks, the caller panics or drops
+//!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
+//! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside
+//!   its schema version and refuses ([`Error::Incompatible`]) to serve or append to rows of
+//!   another format, and never changes a database that is not its own.
 
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+#[cfg(feature = "sqlite")]
+mod any;
 mod error;
 mod model;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod suite;
+mod url;
 
-pub use error::Error;
-pub use model::{
-    BlockRecord, BlockState, ExportSink, ExportSummary, Health, IngestBatch, IngestWriter,
-    LedgerRow, LedgerStore, OracleRow, OracleStore,
-};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Examples, SqliteConfig, SqliteStore, SqliteWriter};
+pub use any::AnyStore;
+pub use error::{Error, ROW_FORMAT};
+pub use model::{
+    BlockRecord, BlockState, Examples, ExportSink, ExportSummary, Health, IngestBatch,
+    IngestWriter, LedgerRow, LedgerStore, OracleRow, OracleStore,
+};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgConfig, PgStore, PgWriter};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteConfig, SqliteStore, SqliteWriter};
+pub use url::{is_url, redact};

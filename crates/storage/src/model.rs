@@ -2,6 +2,8 @@
 
 use std::ops::ControlFlow;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use ledger_core::TimeRange;
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId};
 use oracle_core::{Page, PageRequest, Position};
 
@@ -90,11 +92,15 @@ pub struct BlockState {
 }
 
 /// A block whose events are part of a batch.
+///
+/// Committing a record for a block already stored merges the two: the stored vega time stays
+/// when there is one (the first time seen wins), and the sequence number becomes the higher of
+/// the two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockRecord {
     /// Block height.
     pub height: u64,
-    /// What is stored of the block once the batch commits.
+    /// What this batch saw of the block; merged with what is stored (see above).
     pub state: BlockState,
 }
 
@@ -129,9 +135,33 @@ pub trait IngestWriter: Send {
     /// [`block_state`](Self::block_state) lookup, which spares an appending ingest one query per
     /// block.
     fn last_block(&mut self) -> Result<Option<u64>, Error>;
-    /// What is already stored of block `height`, if anything.
+    /// What is already stored of block `height`, if anything (nothing above `i64::MAX`).
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error>;
     /// Writes the batch in one transaction: all of it or none of it. Rows already stored are
-    /// left as they are.
+    /// left as they are; block records merge (see [`BlockRecord`]); a height or sequence number
+    /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`].
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
+}
+
+/// Real ids from the store, for ready-to-paste example URLs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Examples {
+    /// The party with ledger rows found first.
+    pub party: Option<String>,
+    /// An asset of that party.
+    pub asset: Option<String>,
+    /// An oracle spec that matched some data.
+    pub spec: Option<String>,
+}
+
+/// The half-open range as inclusive bounds, `None` when it holds no time at all: an open end
+/// must still include a row at `i64::MAX`, which no exclusive bound can.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
+    let low = range.start().unwrap_or(i64::MIN);
+    let high = match range.end() {
+        Some(end) => end.checked_sub(1)?,
+        None => i64::MAX,
+    };
+    (low <= high).then_some((low, high))
 }

@@ -1,9 +1,9 @@
 //! The behaviour every backend must show, written once against the store traits.
 //!
 //! Each `pub(crate)` function is one test: it takes a fresh, empty store and that store's writer,
-//! fills the store through the writer and checks the answers through the read traits only. A
-//! backend instantiates the suite with one `#[test]` per function (see `sqlite/tests.rs`), so a
-//! later PostgreSQL backend runs the very same checks.
+//! fills the store through the writer and checks the answers through the read traits only. Each
+//! backend instantiates the suite with [`backend_tests`], one `#[test]` per function, so SQLite
+//! and PostgreSQL run the very same checks.
 
 mod export;
 mod oracle;
@@ -31,6 +31,36 @@ pub(crate) use writer::{
     block_state_round_trips, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
     failed_commit_leaves_nothing_and_the_writer_usable,
 };
+
+/// One `#[test]` per suite function for a backend. `$run` is a function
+/// `fn(test: &str, body: impl FnOnce(&Store, &mut dyn IngestWriter))` that makes a fresh, empty
+/// store and its writer (or skips, printing why) and runs `body` on them.
+macro_rules! backend_tests {
+    ($run:path) => {
+        $crate::suite::backend_tests!(
+            @each $run;
+            export_orders_rows_across_assets,
+            export_filters_by_party_asset_and_half_open_time_range,
+            export_stops_when_the_sink_breaks,
+            export_reads_one_snapshot_while_a_batch_commits,
+            oracle_pages_walk_every_dataset_in_both_directions,
+            oracle_unknown_spec_has_an_empty_page,
+            oracle_latest_value_of_a_spec,
+            oracle_cursor_between_or_beyond_rows,
+            committing_a_batch_twice_adds_nothing,
+            block_state_round_trips,
+            failed_commit_leaves_nothing_and_the_writer_usable,
+            empty_store_is_healthy,
+        );
+    };
+    (@each $run:path; $($name:ident),+ $(,)?) => {$(
+        #[test]
+        fn $name() {
+            $run(stringify!($name), |store, writer| $crate::suite::$name(store, writer));
+        }
+    )+};
+}
+pub(crate) use backend_tests;
 
 /// Everything the HTTP layer reads, in one bound.
 pub(crate) trait Store: LedgerStore + OracleStore + Health {}

@@ -14,10 +14,11 @@ use http_api::{AllowedOrigins, AppConfig, ServeConfig};
 /// Flags of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// SQLite database to serve [default: ./datanode.sqlite, created with demo data if missing
-    /// and no --ingest is given]. An explicit path is never filled with demo data.
-    #[arg(long, env = "DATANODE_DB")]
-    pub db: Option<PathBuf>,
+    /// Database to serve: an SQLite file, or a postgres:// URL [default: ./datanode.sqlite,
+    /// created with demo data if missing and no --ingest is given]. An explicit path is never
+    /// filled with demo data; a PostgreSQL database must have been migrated or ingested into.
+    #[arg(long, env = "DATANODE_DB", value_name = "PATH|URL")]
+    pub db: Option<String>,
     /// Address to listen on.
     #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
     pub listen: SocketAddr,
@@ -74,6 +75,12 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The service's configuration.
+    /// Reads that may run at once: an export per permit and a page per slot (this sizes the
+    /// PostgreSQL connection pool).
+    pub fn max_readers(&self) -> usize {
+        self.max_exports.saturating_add(self.max_pages)
+    }
+
     pub fn app_config(&self) -> AppConfig {
         AppConfig {
             max_concurrent_exports: self.max_exports,

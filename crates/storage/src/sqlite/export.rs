@@ -2,10 +2,11 @@
 
 use std::ops::ControlFlow;
 
-use ledger_core::{ExportFilter, TimeRange};
+use ledger_core::ExportFilter;
 use rusqlite::{Connection, OptionalExtension, Row, Rows, Statement, params};
 
 use super::{SqliteStore, map_err};
+use crate::model::inclusive_bounds;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 
 /// One ordered range scan: a party's rows of one asset within a vega-time window.
@@ -121,16 +122,6 @@ fn party_assets(conn: &Connection, party: i64) -> Result<Vec<i64>, Error> {
         after = asset;
     }
     Ok(assets)
-}
-
-/// The half-open range as inclusive bounds, `None` when it holds no time at all.
-fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
-    let low = range.start().unwrap_or(i64::MIN);
-    let high = match range.end() {
-        Some(end) => end.checked_sub(1)?,
-        None => i64::MAX,
-    };
-    (low <= high).then_some((low, high))
 }
 
 /// Streams a single scan straight from SQLite's buffers to the sink.

@@ -134,8 +134,8 @@ impl SqliteWriter {
                         party,
                         asset,
                         row.key.vega_time.nanos(),
-                        sql_int(row.key.block)?,
-                        sql_int(row.key.seq)?,
+                        Error::signed("block height", row.key.block)?,
+                        Error::signed("sequence number", row.key.seq)?,
                         row.key.index,
                         row.csv_line,
                     ])
@@ -159,8 +159,8 @@ impl SqliteWriter {
             for row in &batch.oracle_rows {
                 let (time, block, seq) = (
                     row.position.vega_time,
-                    sql_int(row.position.block)?,
-                    sql_int(row.position.seq)?,
+                    Error::signed("block height", row.position.block)?,
+                    Error::signed("sequence number", row.position.seq)?,
                 );
                 insert_datum
                     .execute(params![time, block, seq, row.json])
@@ -186,9 +186,9 @@ impl SqliteWriter {
             for block in &batch.blocks {
                 upsert
                     .execute(params![
-                        sql_int(block.height)?,
+                        Error::signed("block height", block.height)?,
                         block.state.vega_time,
-                        sql_int(block.state.last_seq)?
+                        Error::signed("sequence number", block.state.last_seq)?
                     ])
                     .map_err(map_err)?;
             }
@@ -209,7 +209,7 @@ impl IngestWriter for SqliteWriter {
 
     fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error> {
         // No stored block is that high: heights are stored as signed 64-bit integers.
-        let Ok(height) = sql_int(height) else {
+        let Ok(height) = i64::try_from(height) else {
             return Ok(None);
         };
         self.conn
@@ -237,10 +237,4 @@ impl IngestWriter for SqliteWriter {
         }
         result
     }
-}
-
-/// SQLite integers are signed 64-bit; heights and sequences beyond that cannot be stored.
-fn sql_int(value: u64) -> Result<i64, Error> {
-    i64::try_from(value)
-        .map_err(|_| Error::Corrupt(format!("{value} does not fit a signed 64-bit integer")))
 }

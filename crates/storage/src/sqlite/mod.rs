@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::{Error, Health};
+use crate::{Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
 
@@ -53,26 +53,74 @@ pub struct SqliteStore {
     readers: Pool,
 }
 
-/// Real ids from the store, for ready-to-paste example URLs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Examples {
-    /// The party with ledger rows found first.
-    pub party: Option<String>,
-    /// An asset of that party.
-    pub asset: Option<String>,
-    /// An oracle spec that matched some data.
-    pub spec: Option<String>,
-}
-
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    ///
+    /// A file that holds another program's tables is refused with [`Error::Incompatible`] and
+    /// left untouched; so is one whose rows are in another row format.
     pub fn open(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = Connection::open(&path).map_err(map_err)?;
+        let mut conn = connect(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
         schema::migrate(&mut conn)?;
         drop(conn);
         let readers = Pool::new(path.clone(), config);
         Ok(Self { path, readers })
+    }
+
+    /// Creates a new database at `path` filled by `fill`, all or nothing: it is built in a
+    /// temporary file beside `path`, checkpointed into one self-contained file (no `-wal` left to
+    /// lose), and only then renamed to `path`. An interrupted creation leaves no half database
+    /// that a later start would take for a real one. `path` must not exist yet.
+    pub fn create_new<T, E: From<Error>>(
+        path: impl AsRef<Path>,
+        config: SqliteConfig,
+        fill: impl FnOnce(&SqliteStore) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let path = path.as_ref();
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        for stale in sidecars(&partial) {
+            // Left by an interrupted creation; nobody else uses these names.
+            let _ = std::fs::remove_file(stale);
+        }
+        let store = SqliteStore::open(&partial, config)?;
+        let value = fill(&store)?;
+        drop(store);
+        // Copies every committed page from the WAL into the file and empties the WAL; with the
+        // last connection closed the WAL and shared-memory files go too.
+        let conn = connect(&partial, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let busy: i64 = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+            .map_err(map_err)?;
+        if busy != 0 {
+            return Err(Error::Unavailable(
+                format!(
+                    "{} is in use; the checkpoint could not finish",
+                    partial.display()
+                )
+                .into(),
+            )
+            .into());
+        }
+        conn.close().map_err(|(_, err)| map_err(err))?;
+        let wal = &sidecars(&partial)[1];
+        if std::fs::metadata(wal).is_ok_and(|meta| meta.len() > 0) {
+            return Err(Error::Unavailable(
+                format!("{} still holds pages after the checkpoint", wal.display()).into(),
+            )
+            .into());
+        }
+        std::fs::rename(&partial, path).map_err(|err| Error::Unavailable(Box::new(err)))?;
+        for empty in &sidecars(&partial)[1..] {
+            let _ = std::fs::remove_file(empty);
+        }
+        Ok(value)
     }
 
     /// The database file.
@@ -119,6 +167,16 @@ impl Health for SqliteStore {
         conn.query_row("SELECT count(*) FROM schema_info", [], |_| Ok(()))
             .map_err(map_err)
     }
+}
+
+/// The database file and the files SQLite keeps beside it: the file, its WAL and shared memory.
+fn sidecars(path: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    [path.to_path_buf(), with("-wal"), with("-shm")]
 }
 
 /// Opens a connection with the settings every connection shares.

@@ -1,7 +1,9 @@
 //! Schema and versioned migrations, applied on open.
 //!
 //! `PRAGMA user_version` holds the number of migrations applied; each migration runs in its own
-//! transaction. A database from a newer version of this program is refused rather than guessed at.
+//! transaction. A database from a newer version of this program is refused rather than guessed at,
+//! and so is one written in another row format ([`ROW_FORMAT`]) or one that is not ours at all:
+//! only a new or empty file gets our schema, anyone else's database is left untouched.
 
 use std::time::Duration;
 
@@ -9,6 +11,10 @@ use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use super::map_err;
 use crate::Error;
+use crate::error::{ROW_FORMAT, row_format_mismatch};
+
+/// The value of `created_by` in `schema_info` that marks a database as ours.
+const CREATED_BY: &str = "vega-datanode-lite";
 
 /// Migrations in order; the database's `user_version` is how many of them it has.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -61,10 +67,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         last_seq INTEGER NOT NULL
     );
     ",
+    // 2: the row format beside the schema version. Databases from before this migration hold
+    // rows of format 1, so the literal is 1 whatever `ROW_FORMAT` says today.
+    "INSERT INTO schema_info VALUES ('row_format', '1');",
 ];
 
-/// Brings the database to the latest schema version.
+/// Brings the database to the latest schema version, after checking that it is ours (or new)
+/// and, once migrated, that its rows are in this program's format.
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
+    // Before any pragma: switching to WAL would already change someone else's file.
+    refuse_foreign(conn)?;
     // The page size can only change before the first table exists. 32 KiB pages hold about
     // seventy CSV rows each: measured on 224k entries, ingest ran at 88k entries/s with 4 KiB
     // pages, 115k with 16 KiB and 143k with 32 KiB (fewer b-tree splits), and long export
@@ -81,8 +93,9 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
     let version = user_version(conn)?;
     let known = MIGRATIONS.len() as i64;
     if version > known {
-        return Err(Error::Corrupt(format!(
-            "database schema version {version} is newer than this program's {known}"
+        return Err(Error::Incompatible(format!(
+            "database schema version {version} is newer than this program's {known}: \
+             use a newer version of this program"
         )));
     }
     for (version, sql) in (1i64..).zip(MIGRATIONS).skip(version as usize) {
@@ -100,7 +113,55 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
             .map_err(map_err)?;
         tx.commit().map_err(map_err)?;
     }
-    Ok(())
+    check_row_format(conn)
+}
+
+/// Refuses a database that holds anything but our schema.
+fn refuse_foreign(conn: &Connection) -> Result<(), Error> {
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+        .map_err(map_err)?;
+    if objects == 0 && user_version(conn)? == 0 {
+        return Ok(());
+    }
+    let ours: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_info'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(map_err)?;
+    let ours = ours
+        && conn
+            .query_row(
+                "SELECT count(*) FROM schema_info WHERE key = 'created_by' AND value = ?1",
+                [CREATED_BY],
+                |row| row.get::<_, bool>(0),
+            )
+            .map_err(map_err)?;
+    if ours {
+        return Ok(());
+    }
+    Err(Error::Incompatible(format!(
+        "not a datanode database: it holds {objects} tables or indexes of another program and \
+         no schema_info of ours; it was left untouched (give --db a new file)"
+    )))
+}
+
+/// Refuses rows written in another format than this program's.
+pub(super) fn check_row_format(conn: &Connection) -> Result<(), Error> {
+    let found: String = conn
+        .query_row(
+            "SELECT value FROM schema_info WHERE key = 'row_format'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(map_err)?;
+    if found == ROW_FORMAT.to_string() {
+        Ok(())
+    } else {
+        Err(row_format_mismatch(&found))
+    }
 }
 
 fn user_version(conn: &Connection) -> Result<i64, Error> {

@@ -24,32 +24,14 @@ impl TempStore {
     }
 }
 
-/// One `#[test]` per suite function, each on a fresh store.
-macro_rules! suite_tests {
-    ($($name:ident),+ $(,)?) => {$(
-        #[test]
-        fn $name() {
-            let temp = TempStore::new();
-            let mut writer = temp.store.writer().unwrap();
-            suite::$name(&temp.store, &mut writer);
-        }
-    )+};
+/// Runs a suite test on a fresh store.
+fn run(_test: &str, body: impl FnOnce(&SqliteStore, &mut dyn IngestWriter)) {
+    let temp = TempStore::new();
+    let mut writer = temp.store.writer().unwrap();
+    body(&temp.store, &mut writer);
 }
 
-suite_tests!(
-    export_orders_rows_across_assets,
-    export_filters_by_party_asset_and_half_open_time_range,
-    export_stops_when_the_sink_breaks,
-    export_reads_one_snapshot_while_a_batch_commits,
-    oracle_pages_walk_every_dataset_in_both_directions,
-    oracle_unknown_spec_has_an_empty_page,
-    oracle_latest_value_of_a_spec,
-    oracle_cursor_between_or_beyond_rows,
-    committing_a_batch_twice_adds_nothing,
-    block_state_round_trips,
-    failed_commit_leaves_nothing_and_the_writer_usable,
-    empty_store_is_healthy,
-);
+suite::backend_tests!(run);
 
 fn pragma<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> T {
     conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
@@ -81,7 +63,7 @@ fn reopening_keeps_data_and_schema_version() {
 }
 
 #[test]
-fn newer_schema_version_is_refused_as_corrupt() {
+fn newer_schema_version_is_refused() {
     let temp = TempStore::new();
     let path = temp.store.path().to_path_buf();
     let newer = MIGRATIONS.len() as i64 + 1;
@@ -90,8 +72,10 @@ fn newer_schema_version_is_refused_as_corrupt() {
         .pragma_update(None, "user_version", newer)
         .unwrap();
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Corrupt(message)) => assert!(message.contains(&newer.to_string()), "{message}"),
-        other => panic!("expected Error::Corrupt, got {other:?}"),
+        Err(Error::Incompatible(message)) => {
+            assert!(message.contains(&newer.to_string()), "{message}")
+        }
+        other => panic!("expected Error::Incompatible, got {other:?}"),
     }
 }
 
@@ -153,7 +137,7 @@ fn concurrent_opens_of_a_new_file_all_succeed() {
 #[test]
 fn examples_name_stored_ids() {
     let temp = TempStore::new();
-    assert_eq!(temp.store.examples().unwrap(), super::Examples::default());
+    assert_eq!(temp.store.examples().unwrap(), crate::Examples::default());
     let batch = crate::IngestBatch {
         ledger_rows: vec![
             suite::ledger_row("first", 7, 8, (1, 1, 1, 0)),
@@ -169,10 +153,104 @@ fn examples_name_stored_ids() {
     let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
     assert_eq!(
         temp.store.examples().unwrap(),
-        super::Examples {
+        crate::Examples {
             party: hex(7),
             asset: hex(8),
             spec: hex(11),
         }
     );
+}
+
+#[test]
+fn rows_of_another_format_are_refused_with_a_re_ingest_message() {
+    let temp = TempStore::new();
+    let path = temp.store.path().to_path_buf();
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE schema_info SET value = '0' WHERE key = 'row_format'",
+            [],
+        )
+        .unwrap();
+    match SqliteStore::open(&path, SqliteConfig::default()) {
+        Err(Error::Incompatible(message)) => assert!(message.contains("re-ingest"), "{message}"),
+        other => panic!("expected Error::Incompatible, got {other:?}"),
+    }
+}
+
+/// The bytes of every file in `dir`, by name.
+fn files(dir: &std::path::Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (entry.file_name(), std::fs::read(entry.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_foreign_database_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    // Someone else's tables, with and without a user_version of their own.
+    for user_version in [0, 3] {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "DROP TABLE IF EXISTS users; CREATE TABLE users (name TEXT); \
+             INSERT INTO users VALUES ('ada'); PRAGMA user_version = {user_version};"
+        ))
+        .unwrap();
+        drop(conn);
+        let before = files(dir.path());
+        match SqliteStore::open(&path, SqliteConfig::default()) {
+            Err(Error::Incompatible(message)) => {
+                assert!(message.contains("not a datanode database"), "{message}")
+            }
+            other => panic!("expected Error::Incompatible, got {other:?}"),
+        }
+        assert_eq!(files(dir.path()), before);
+    }
+}
+
+#[test]
+fn an_empty_file_gets_our_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.db");
+    std::fs::write(&path, b"").unwrap();
+    SqliteStore::open(&path, SqliteConfig::default())
+        .unwrap()
+        .check()
+        .unwrap();
+}
+
+#[test]
+fn create_new_leaves_one_self_contained_file_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.db");
+    let batch = suite::ledger_batch(vec![suite::ledger_row("demo", 1, 1, (1, 1, 1, 0))]);
+    SqliteStore::create_new(&path, SqliteConfig::default(), |store| {
+        store.writer()?.commit(&batch)
+    })
+    .unwrap();
+    let names: Vec<_> = files(dir.path())
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names, ["demo.db"]);
+    let store = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+    assert_eq!(
+        suite::export(&store, &suite::filter(1, None, None, None)).0,
+        ["demo"]
+    );
+
+    // A failed fill leaves no database behind at the final path.
+    let failed = dir.path().join("failed.db");
+    let result = SqliteStore::create_new(&failed, SqliteConfig::default(), |_| {
+        Err::<(), _>(Error::Corrupt("fill failed".into()))
+    });
+    assert!(matches!(result, Err(Error::Corrupt(_))));
+    assert!(!failed.exists());
 }

@@ -1,0 +1,69 @@
+//! One type for a store of whichever backend a program opened.
+
+use ledger_core::{ExportFilter, OracleSpecId};
+use oracle_core::{Page, PageRequest};
+
+#[cfg(feature = "postgres")]
+use crate::PgStore;
+use crate::{
+    Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OracleStore, SqliteStore,
+};
+
+/// A store of any backend compiled in, for programs that pick one at run time.
+#[derive(Debug)]
+pub enum AnyStore {
+    /// SQLite.
+    Sqlite(SqliteStore),
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(PgStore),
+}
+
+impl AnyStore {
+    /// Real ids to show in example URLs.
+    pub fn examples(&self) -> Result<Examples, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.examples(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.examples(),
+        }
+    }
+}
+
+impl LedgerStore for AnyStore {
+    fn export_ledger(
+        &self,
+        filter: &ExportFilter,
+        sink: &mut dyn ExportSink,
+    ) -> Result<ExportSummary, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.export_ledger(filter, sink),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.export_ledger(filter, sink),
+        }
+    }
+}
+
+impl OracleStore for AnyStore {
+    fn oracle_page(
+        &self,
+        spec: Option<&OracleSpecId>,
+        request: &PageRequest,
+    ) -> Result<Page<Vec<u8>>, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.oracle_page(spec, request),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.oracle_page(spec, request),
+        }
+    }
+}
+
+impl Health for AnyStore {
+    fn check(&self) -> Result<(), Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.check(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.check(),
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The single writer: whole batches of blocks, each one transaction fed by `COPY`.
+//!
+//! Rows are copied (binary `COPY`) into temporary staging tables and moved into the real ones
+//! with one `INSERT … SELECT … ON CONFLICT DO NOTHING` per table: a row costs no statement of its
+//! own, and rows already stored (a re-run over blocks stored before) are left as they are.
+
+use std::collections::{HashMap, HashSet};
+
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::{ToSql, Type};
+use postgres::{Client, Transaction};
+
+use super::map_err;
+use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter};
+
+/// The advisory lock a writer holds for its whole session ("vegaingt").
+const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
+
+/// Staging tables, private to the writer's session and emptied by every commit.
+const STAGING: &str = "
+    CREATE TEMP TABLE stage_ledger (party integer, asset integer, vega_time bigint, block bigint,
+                                    seq bigint, idx bigint, csv bytea) ON COMMIT DELETE ROWS;
+    CREATE TEMP TABLE stage_oracle (vega_time bigint, block bigint, seq bigint, json bytea)
+        ON COMMIT DELETE ROWS;
+    CREATE TEMP TABLE stage_spec (spec integer, vega_time bigint, block bigint, seq bigint)
+        ON COMMIT DELETE ROWS;
+";
+
+/// Writes ingested rows into a PostgreSQL store. Holds the database's ingest lock, a session
+/// advisory lock, until dropped: closing the connection releases it, whatever way the writer
+/// ends (a crash or `kill -9` included, as the server closes the session).
+pub struct PgWriter {
+    client: Client,
+    dictionaries: Dictionaries,
+}
+
+impl std::fmt::Debug for PgWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgWriter").finish_non_exhaustive()
+    }
+}
+
+/// Caches of the id dictionaries; only ever filled from committed state or the current
+/// transaction, and cleared when a transaction fails.
+#[derive(Default)]
+struct Dictionaries {
+    parties: HashMap<[u8; 32], i32>,
+    assets: HashMap<[u8; 32], i32>,
+    specs: HashMap<[u8; 32], i32>,
+}
+
+/// Adds the ids in `hexes` not yet known to the dictionary `table` and caches all of them.
+fn resolve<'h>(
+    tx: &mut Transaction<'_>,
+    cache: &mut HashMap<[u8; 32], i32>,
+    table: &str,
+    hexes: impl Iterator<Item = &'h [u8; 32]>,
+) -> Result<(), Error> {
+    let missing: HashSet<&[u8; 32]> = hexes.filter(|hex| !cache.contains_key(*hex)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<&[u8]> = missing.into_iter().map(|hex| &hex[..]).collect();
+    tx.execute(
+        &format!(
+            "INSERT INTO {table} (hex) SELECT unnest($1::bytea[]) ON CONFLICT (hex) DO NOTHING"
+        ),
+        &[&missing],
+    )
+    .map_err(map_err)?;
+    for row in tx
+        .query(
+            &format!("SELECT id, hex FROM {table} WHERE hex = ANY($1)"),
+            &[&missing],
+        )
+        .map_err(map_err)?
+    {
+        let hex: &[u8] = row.get(1);
+        let hex: [u8; 32] = hex
+            .try_into()
+            .map_err(|_| Error::Corrupt(format!("{table} holds an id of {} bytes", hex.len())))?;
+        cache.insert(hex, row.get(0));
+    }
+    Ok(())
+}
+
+/// Copies `rows` into `table` with binary `COPY`.
+fn copy(
+    tx: &mut Transaction<'_>,
+    table: &str,
+    types: &[Type],
+    rows: &[Vec<&(dyn ToSql + Sync)>],
+) -> Result<(), Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let sink = tx
+        .copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))
+        .map_err(map_err)?;
+    let mut writer = BinaryCopyInWriter::new(sink, types);
+    for row in rows {
+        writer.write(row).map_err(map_err)?;
+    }
+    writer.finish().map_err(map_err)?;
+    Ok(())
+}
+
+/// The blocks of a batch merged by height as a store merges them: first vega time, highest
+/// sequence number. An `INSERT … ON CONFLICT DO UPDATE` may not touch one row twice.
+fn merged_blocks(blocks: &[BlockRecord]) -> Result<Vec<(i64, Option<i64>, i64)>, Error> {
+    let mut merged: Vec<(i64, Option<i64>, i64)> = Vec::with_capacity(blocks.len());
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    for block in blocks {
+        let height = Error::signed("block height", block.height)?;
+        let seq = Error::signed("sequence number", block.state.last_seq)?;
+        match at.get(&height) {
+            Some(&i) => {
+                let entry = &mut merged[i];
+                entry.1 = entry.1.or(block.state.vega_time);
+                entry.2 = entry.2.max(seq);
+            }
+            None => {
+                at.insert(height, merged.len());
+                merged.push((height, block.state.vega_time, seq));
+            }
+        }
+    }
+    Ok(merged)
+}
+
+impl PgWriter {
+    pub(super) fn new(mut client: Client) -> Result<Self, Error> {
+        let locked: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&INGEST_LOCK])
+            .map_err(map_err)?
+            .get(0);
+        if !locked {
+            return Err(Error::Busy(
+                "another ingest is writing to this database (it holds the ingest lock); wait for \
+                 it to finish or stop it, then run this one again"
+                    .to_owned(),
+            ));
+        }
+        client.batch_execute(STAGING).map_err(map_err)?;
+        Ok(Self {
+            client,
+            dictionaries: Dictionaries::default(),
+        })
+    }
+
+    fn write(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+        let blocks = merged_blocks(&batch.blocks)?;
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        let dictionaries = &mut self.dictionaries;
+        resolve(
+            &mut tx,
+            &mut dictionaries.parties,
+            "parties",
+            batch.ledger_rows.iter().map(|row| row.party.as_bytes()),
+        )?;
+        resolve(
+            &mut tx,
+            &mut dictionaries.assets,
+            "assets",
+            batch.ledger_rows.iter().map(|row| row.asset.as_bytes()),
+        )?;
+        resolve(
+            &mut tx,
+            &mut dictionaries.specs,
+            "oracle_specs",
+            batch
+                .oracle_rows
+                .iter()
+                .flat_map(|row| row.matched_specs.iter().map(|spec| spec.as_bytes())),
+        )?;
+
+        let mut ledger = Vec::with_capacity(batch.ledger_rows.len());
+        for row in &batch.ledger_rows {
+            ledger.push((
+                dictionaries.parties[row.party.as_bytes()],
+                dictionaries.assets[row.asset.as_bytes()],
+                row.key.vega_time.nanos(),
+                Error::signed("block height", row.key.block)?,
+                Error::signed("sequence number", row.key.seq)?,
+                i64::from(row.key.index),
+                &row.csv_line[..],
+            ));
+        }
+        let mut oracle = Vec::with_capacity(batch.oracle_rows.len());
+        let mut matches = Vec::new();
+        for row in &batch.oracle_rows {
+            let position = (
+                row.position.vega_time,
+                Error::signed("block height", row.position.block)?,
+                Error::signed("sequence number", row.position.seq)?,
+            );
+            oracle.push((position, &row.json[..]));
+            for spec in &row.matched_specs {
+                matches.push((dictionaries.specs[spec.as_bytes()], position));
+            }
+        }
+
+        let ledger: Vec<Vec<&(dyn ToSql + Sync)>> = ledger
+            .iter()
+            .map(|(party, asset, time, block, seq, idx, csv)| {
+                vec![
+                    party as &(dyn ToSql + Sync),
+                    asset,
+                    time,
+                    block,
+                    seq,
+                    idx,
+                    csv,
+                ]
+            })
+            .collect();
+        copy(
+            &mut tx,
+            "stage_ledger",
+            &[
+                Type::INT4,
+                Type::INT4,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+            ],
+            &ledger,
+        )?;
+        let oracle: Vec<Vec<&(dyn ToSql + Sync)>> = oracle
+            .iter()
+            .map(|((time, block, seq), json)| vec![time as &(dyn ToSql + Sync), block, seq, json])
+            .collect();
+        copy(
+            &mut tx,
+            "stage_oracle",
+            &[Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
+            &oracle,
+        )?;
+        let matches: Vec<Vec<&(dyn ToSql + Sync)>> = matches
+            .iter()
+            .map(|(spec, (time, block, seq))| vec![spec as &(dyn ToSql + Sync), time, block, seq])
+            .collect();
+        copy(
+            &mut tx,
+            "stage_spec",
+            &[Type::INT4, Type::INT8, Type::INT8, Type::INT8],
+            &matches,
+        )?;
+        // In key order, so that each index page is touched once per batch.
+        let mut moves = Vec::new();
+        if !ledger.is_empty() {
+            moves.push(
+                "INSERT INTO ledger_rows SELECT * FROM stage_ledger \
+                 ORDER BY party, asset, vega_time, block, seq, idx ON CONFLICT DO NOTHING",
+            );
+        }
+        if !oracle.is_empty() {
+            moves.push(
+                "INSERT INTO oracle_data SELECT * FROM stage_oracle \
+                 ORDER BY vega_time, block, seq ON CONFLICT DO NOTHING",
+            );
+        }
+        if !matches.is_empty() {
+            moves.push(
+                "INSERT INTO oracle_spec_data SELECT * FROM stage_spec \
+                 ORDER BY spec, vega_time, block, seq ON CONFLICT DO NOTHING",
+            );
+        }
+        for sql in moves {
+            tx.execute(sql, &[]).map_err(map_err)?;
+        }
+        if !blocks.is_empty() {
+            let heights: Vec<i64> = blocks.iter().map(|block| block.0).collect();
+            let times: Vec<Option<i64>> = blocks.iter().map(|block| block.1).collect();
+            let seqs: Vec<i64> = blocks.iter().map(|block| block.2).collect();
+            tx.execute(
+                "INSERT INTO blocks (height, vega_time, last_seq) \
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) \
+                 ON CONFLICT (height) DO UPDATE SET \
+                 vega_time = coalesce(blocks.vega_time, excluded.vega_time), \
+                 last_seq = greatest(blocks.last_seq, excluded.last_seq)",
+                &[&heights, &times, &seqs],
+            )
+            .map_err(map_err)?;
+        }
+        tx.commit().map_err(map_err)
+    }
+}
+
+impl IngestWriter for PgWriter {
+    fn last_block(&mut self) -> Result<Option<u64>, Error> {
+        let row = self
+            .client
+            .query_one("SELECT max(height) FROM blocks", &[])
+            .map_err(map_err)?;
+        Ok(row.get::<_, Option<i64>>(0).map(|height| height as u64))
+    }
+
+    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error> {
+        // No stored block is that high: heights are stored as signed 64-bit integers.
+        let Ok(height) = i64::try_from(height) else {
+            return Ok(None);
+        };
+        let row = self
+            .client
+            .query_opt(
+                "SELECT vega_time, last_seq FROM blocks WHERE height = $1",
+                &[&height],
+            )
+            .map_err(map_err)?;
+        Ok(row.map(|row| BlockState {
+            vega_time: row.get(0),
+            last_seq: row.get::<_, i64>(1) as u64,
+        }))
+    }
+
+    fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let result = self.write(batch);
+        if result.is_err() {
+            // Keys handed out inside the failed transaction are gone with it.
+            self.dictionaries = Dictionaries::default();
+        }
+        result
+    }
+}

@@ -1,0 +1,311 @@
+//! The PostgreSQL backend: the same layout and queries as SQLite, for many servers over one
+//! database.
+//!
+//! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers; `ledger_rows`
+//! holds each entry once per owning party as its finished CSV line, keyed by (party, asset, vega
+//! time, block, sequence, index), so an export is one ordered range scan of the primary key per
+//! asset; `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a
+//! page is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
+//!
+//! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
+//! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot
+//! standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
+//! as long as it lives, and commits whole blocks with `COPY` in one transaction each.
+
+mod export;
+mod ingest;
+mod oracle;
+#[cfg(test)]
+mod query_plans;
+mod schema;
+pub mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::{Client, Config, Statement};
+
+use crate::url::redact;
+use crate::{Error, Examples, Health};
+pub use ingest::PgWriter;
+pub use schema::Migrated;
+
+/// Tuning of a [`PgStore`].
+#[derive(Clone, Debug)]
+pub struct PgConfig {
+    /// Connections the pool may hold at once: every export and every page holds one for as
+    /// long as it reads, so this bounds the database load of one server.
+    pub max_connections: u32,
+    /// How long a read waits for a pooled connection, and a new connection for the database,
+    /// before it fails as [`Error::Unavailable`].
+    pub wait: Duration,
+}
+
+impl Default for PgConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A store in one PostgreSQL database.
+pub struct PgStore {
+    pool: r2d2::Pool<Manager>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("state", &self.pool.state())
+            .finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to serve: checks that the database holds our schema in this program's version
+    /// and row format, and writes nothing (it works with a read-only role and on a standby).
+    /// A database without our schema is refused with [`Error::Incompatible`], whose message
+    /// says to run `server migrate` or `server ingest` first.
+    pub fn open(url: &str, config: PgConfig) -> Result<Self, Error> {
+        let manager = Manager::new(url, config.wait)?;
+        let mut client = manager.connect()?;
+        schema::check(&mut client)?;
+        drop(client);
+        let pool = r2d2::Pool::builder()
+            .max_size(config.max_connections.max(1))
+            // Idle connections are made on demand: a server starts whether or not the
+            // database is up, and a pool whose connections were killed refills by itself.
+            .min_idle(Some(0))
+            .connection_timeout(config.wait)
+            // A connection killed while idle (pg_terminate_backend, a restart) fails its check
+            // and is replaced before a read gets it.
+            .test_on_check_out(true)
+            .error_handler(Box::new(r2d2::NopErrorHandler))
+            .build_unchecked(manager);
+        Ok(Self { pool })
+    }
+
+    /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
+    /// once: they take turns under an advisory lock.
+    pub fn migrate(url: &str) -> Result<Migrated, Error> {
+        let manager = Manager::new(url, Duration::from_secs(30))?;
+        schema::migrate(&mut manager.connect()?)
+    }
+
+    /// Migrates the database and opens its single writer, which holds the database's ingest
+    /// lock until it is dropped: a second writer is refused with [`Error::Busy`].
+    pub fn writer(url: &str) -> Result<PgWriter, Error> {
+        let manager = Manager::new(url, Duration::from_secs(30))?;
+        let mut client = manager.connect()?;
+        schema::migrate(&mut client)?;
+        PgWriter::new(client)
+    }
+
+    /// Real ids to show in example URLs; all `None` for an empty store.
+    pub fn examples(&self) -> Result<Examples, Error> {
+        let mut conn = self.get()?;
+        let mut hex = |sql: &str| -> Result<Option<String>, Error> {
+            let row = conn.client.query_opt(sql, &[]).map_err(map_err)?;
+            Ok(row.map(|row| row.get(0)))
+        };
+        Ok(Examples {
+            party: hex("SELECT encode(p.hex, 'hex') FROM parties p \
+                 WHERE EXISTS (SELECT 1 FROM ledger_rows r WHERE r.party = p.id) \
+                 ORDER BY p.id LIMIT 1")?,
+            asset: hex(
+                "SELECT encode(a.hex, 'hex') FROM ledger_rows r JOIN assets a ON a.id = r.asset \
+                 WHERE r.party = (SELECT min(party) FROM ledger_rows) LIMIT 1",
+            )?,
+            spec: hex("SELECT encode(s.hex, 'hex') FROM oracle_specs s \
+                 WHERE EXISTS (SELECT 1 FROM oracle_spec_data d WHERE d.spec = s.id) \
+                 ORDER BY s.id LIMIT 1")?,
+        })
+    }
+
+    fn get(&self) -> Result<r2d2::PooledConnection<Manager>, Error> {
+        self.pool
+            .get()
+            .map_err(|err| Error::Unavailable(Box::new(err)))
+    }
+}
+
+impl Health for PgStore {
+    fn check(&self) -> Result<(), Error> {
+        let mut conn = self.get()?;
+        conn.client
+            .query_one("SELECT count(*) FROM schema_info", &[])
+            .map(drop)
+            .map_err(map_err)
+    }
+}
+
+/// A pooled connection with its prepared statements: a page costs no parse round trip.
+pub(crate) struct PgConn {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+impl PgConn {
+    /// Starts a read-only snapshot: one `REPEATABLE READ READ ONLY` transaction.
+    fn snapshot(&mut self) -> Result<(postgres::Transaction<'_>, Statements<'_>), Error> {
+        let tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(map_err)?;
+        Ok((tx, Statements(&mut self.statements)))
+    }
+}
+
+/// The statement cache of a connection, beside its open transaction.
+struct Statements<'c>(&'c mut HashMap<String, Statement>);
+
+impl Statements<'_> {
+    /// The prepared form of `sql`, prepared on first use on this connection.
+    fn get(&mut self, tx: &mut postgres::Transaction<'_>, sql: &str) -> Result<Statement, Error> {
+        if let Some(statement) = self.0.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = tx.prepare(sql).map_err(map_err)?;
+        self.0.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+/// Makes the pool's connections, with TLS as `sslmode` asks.
+pub(crate) struct Manager {
+    config: Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl Manager {
+    fn new(url: &str, wait: Duration) -> Result<Self, Error> {
+        let mut config = Config::from_str(url).map_err(|err| {
+            Error::Incompatible(format!("invalid PostgreSQL URL {}: {err}", redact(url)))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("vega-datanode-lite");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(wait);
+        }
+        Ok(Self {
+            config,
+            tls: tls_connector()?,
+        })
+    }
+
+    fn connect(&self) -> Result<Client, Error> {
+        self.config.connect(self.tls.clone()).map_err(map_err)
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConn, postgres::Error> {
+        Ok(PgConn {
+            client: self.config.connect(self.tls.clone())?,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
+        conn.client.simple_query("").map(drop)
+    }
+
+    fn has_broken(&self, conn: &mut PgConn) -> bool {
+        conn.client.is_closed()
+    }
+}
+
+/// TLS for `sslmode=prefer|require`, as libpq does them: the connection is encrypted, and the
+/// server's certificate is not checked against a certificate authority (libpq checks it only for
+/// `verify-ca`/`verify-full`, which this client does not offer). The handshake's signatures are
+/// still verified, with rustls on the `ring` provider (pure Rust and assembly, no OpenSSL).
+fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|err| Error::Internal(Box::new(err)))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// libpq's `sslmode=require`: any certificate, but a handshake signed by its key.
+#[derive(Debug)]
+struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Maps a PostgreSQL error to the backend-neutral [`Error`]: a lost or refused connection, a
+/// server shutting down or out of resources is [`Error::Unavailable`] (the pool reconnects once
+/// the database is back); a missing table means the schema was never created.
+pub(crate) fn map_err(err: postgres::Error) -> Error {
+    let Some(db) = err.as_db_error() else {
+        // No answer from the server at all: the connection is gone or was never made.
+        return Error::Unavailable(Box::new(err));
+    };
+    let code = db.code().code();
+    if code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") {
+        Error::Unavailable(Box::new(err))
+    } else if code == "42P01" {
+        Error::Incompatible(schema::MISSING.to_owned())
+    } else {
+        Error::Internal(Box::new(err))
+    }
+}

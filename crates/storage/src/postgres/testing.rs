@@ -1,0 +1,137 @@
+//! Throw-away databases for tests that need PostgreSQL, shared by the storage, binary and
+//! end-to-end tests.
+//!
+//! `DATANODE_TEST_PG` names a server and a database to connect to for administration (e.g.
+//! `postgres://postgres@127.0.0.1:5432/postgres`). Without it a test prints that it skipped and
+//! passes; under CI (`CI=true`) a missing variable or a server that cannot be reached fails it.
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use postgres::{Client, NoTls};
+
+/// The variable naming the test server.
+pub const TEST_PG_VAR: &str = "DATANODE_TEST_PG";
+
+/// Prefix of every database the tests create; `<prefix><pid>_<n>`.
+const PREFIX: &str = "datanode_test_";
+
+/// A database of its own for one test, dropped (with its connections) when the guard drops,
+/// on a panic too.
+#[derive(Debug)]
+pub struct TestDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl TestDatabase {
+    /// A new empty database, or `None` (after printing why) when no test server is configured.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached or the database not created while `DATANODE_TEST_PG`
+    /// is set, or when it is not set under CI.
+    pub fn create(test: &str) -> Option<TestDatabase> {
+        let Ok(admin_url) = std::env::var(TEST_PG_VAR) else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{TEST_PG_VAR} must be set under CI"
+            );
+            eprintln!("{test}: skipped ({TEST_PG_VAR} is not set)");
+            return None;
+        };
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "{PREFIX}{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = admin(&admin_url);
+        static STALE: Once = Once::new();
+        STALE.call_once(|| drop_stale(&mut admin));
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|err| panic!("cannot create the test database {name}: {err}"));
+        let url = with_database(&admin_url, &name);
+        Some(TestDatabase {
+            admin_url,
+            name,
+            url,
+        })
+    }
+
+    /// The URL of the test database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL of the server's administration database (`DATANODE_TEST_PG`).
+    pub fn admin_url(&self) -> &str {
+        &self.admin_url
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A plain connection to the administration database.
+    pub fn admin(&self) -> Client {
+        admin(&self.admin_url)
+    }
+
+    /// A plain connection to the test database.
+    pub fn client(&self) -> Client {
+        admin(&self.url)
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn admin(url: &str) -> Client {
+    Client::connect(url, NoTls)
+        .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", crate::redact(url)))
+}
+
+/// Drops the databases left by test processes that no longer run (killed before their guards
+/// dropped).
+fn drop_stale(admin: &mut Client) {
+    let Ok(rows) = admin.query(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'datanode\\_test\\_%'",
+        &[],
+    ) else {
+        return;
+    };
+    for row in rows {
+        let name: String = row.get(0);
+        let pid = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        let alive = pid.is_none_or(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if !alive {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
+    }
+}
+
+/// `url` with its database (the path) replaced by `name`, parameters kept.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let (scheme, rest) = base.split_once("://").unwrap_or(("postgres", base));
+    let authority = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{authority}/{name}{query}")
+}

@@ -1,0 +1,197 @@
+//! The backend-neutral suite run on PostgreSQL, and what only PostgreSQL has: the migration
+//! lock, the ingest lock, a serving process that never writes, a read-only role, killed
+//! connections. Each test has a database of its own (see `testing.rs`) and skips without
+//! `DATANODE_TEST_PG`.
+
+use super::testing::TestDatabase;
+use super::{PgConfig, PgStore};
+use crate::{Error, Health, IngestWriter, suite};
+
+/// Runs a suite test on a fresh database, or skips.
+fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
+    let Some(db) = TestDatabase::create(test) else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    body(&store, &mut writer);
+}
+
+suite::backend_tests!(run);
+
+#[track_caller]
+fn incompatible<T: std::fmt::Debug>(result: Result<T, Error>, wanted: &str) {
+    match result {
+        Err(Error::Incompatible(message)) => assert!(message.contains(wanted), "{message}"),
+        other => panic!("expected Error::Incompatible ({wanted}), got {other:?}"),
+    }
+}
+
+#[test]
+fn serving_an_unmigrated_database_is_refused_and_writes_nothing() {
+    let Some(db) = TestDatabase::create("serving_an_unmigrated_database") else {
+        return;
+    };
+    incompatible(
+        PgStore::open(db.url(), PgConfig::default()),
+        "server migrate",
+    );
+    let tables: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0);
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!((migrated.from, migrated.to), (0, 1));
+    assert_eq!(PgStore::migrate(db.url()).unwrap().from, 1);
+    PgStore::open(db.url(), PgConfig::default())
+        .unwrap()
+        .check()
+        .unwrap();
+}
+
+#[test]
+fn concurrent_migrations_all_succeed() {
+    let Some(db) = TestDatabase::create("concurrent_migrations_all_succeed") else {
+        return;
+    };
+    let barrier = std::sync::Barrier::new(4);
+    let from: Vec<u32> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    PgStore::migrate(db.url()).unwrap().from
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    // Exactly one of them created the schema.
+    assert_eq!(
+        from.iter().filter(|from| **from == 0).count(),
+        1,
+        "{from:?}"
+    );
+}
+
+#[test]
+fn a_second_writer_is_refused_until_the_first_is_dropped() {
+    let Some(db) = TestDatabase::create("a_second_writer_is_refused") else {
+        return;
+    };
+    let first = PgStore::writer(db.url()).unwrap();
+    match PgStore::writer(db.url()) {
+        Err(Error::Busy(message)) => assert!(message.contains("another ingest"), "{message}"),
+        other => panic!("expected Error::Busy, got {other:?}"),
+    }
+    drop(first);
+    PgStore::writer(db.url()).unwrap();
+}
+
+#[test]
+fn rows_of_another_format_and_foreign_schemas_are_refused() {
+    let Some(db) = TestDatabase::create("rows_of_another_format") else {
+        return;
+    };
+    PgStore::migrate(db.url()).unwrap();
+    db.client()
+        .batch_execute("UPDATE schema_info SET value = '0' WHERE key = 'row_format'")
+        .unwrap();
+    incompatible(PgStore::open(db.url(), PgConfig::default()), "re-ingest");
+    incompatible(PgStore::writer(db.url()).map(drop), "re-ingest");
+
+    let Some(foreign) = TestDatabase::create("foreign_schema_info") else {
+        return;
+    };
+    foreign
+        .client()
+        .batch_execute("CREATE TABLE schema_info (id int); INSERT INTO schema_info VALUES (1)")
+        .unwrap();
+    incompatible(PgStore::migrate(foreign.url()), "not ours");
+    incompatible(
+        PgStore::open(foreign.url(), PgConfig::default()),
+        "not ours",
+    );
+}
+
+#[test]
+fn serving_works_with_a_read_only_role() {
+    let Some(db) = TestDatabase::create("serving_works_with_a_read_only_role") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    writer
+        .commit(&suite::ledger_batch(vec![suite::ledger_row(
+            "kept",
+            1,
+            1,
+            (1, 1, 1, 0),
+        )]))
+        .unwrap();
+    // Every transaction of the role is read-only, as on a hot standby.
+    let role = format!("{}_reader", db.name());
+    let mut admin = db.client();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}; \
+             ALTER ROLE {role} SET default_transaction_read_only = on"
+        ))
+        .unwrap();
+    let url = db.url().replacen("://postgres@", &format!("://{role}@"), 1);
+    let store = PgStore::open(&url, PgConfig::default()).unwrap();
+    store.check().unwrap();
+    let (labels, _) = suite::export(&store, &suite::filter(1, None, None, None));
+    assert_eq!(labels, ["kept"]);
+    // The role cannot ingest.
+    assert!(PgStore::writer(&url).is_err());
+    drop(store);
+    let _ = admin.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"));
+}
+
+#[test]
+fn killed_connections_are_unavailable_then_replaced() {
+    let Some(db) = TestDatabase::create("killed_connections") else {
+        return;
+    };
+    PgStore::migrate(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    store.check().unwrap();
+    let kill = || {
+        db.admin()
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1",
+                &[&db.name()],
+            )
+            .unwrap();
+    };
+    kill();
+    // The pool tests a connection before handing it out and replaces a dead one.
+    store.check().unwrap();
+    let filter = suite::filter(1, None, None, None);
+    assert_eq!(suite::export(&store, &filter).0, Vec::<String>::new());
+    // The database refusing connections: unavailable, not an internal error.
+    db.admin()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS false",
+            db.name()
+        ))
+        .unwrap();
+    kill();
+    match store.check() {
+        Err(Error::Unavailable(_)) => {}
+        other => panic!("expected Error::Unavailable, got {other:?}"),
+    }
+    db.admin()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+            db.name()
+        ))
+        .unwrap();
+    store.check().unwrap();
+}
