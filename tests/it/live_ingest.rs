@@ -1,8 +1,8 @@
 //! Reading while an ingest appends: a cursor walk sees every row that existed when it began
 //! exactly once, in order, whatever is committed between its pages.
 
+use eventgen::GenerateConfig;
 use http_api::AppConfig;
-use ingest::GenerateConfig;
 
 use crate::oracle::{Cursors, Page, check_page, fetch};
 use crate::reference::Filter;

@@ -394,12 +394,12 @@ fn check_model(set: &Shared) {
     assert_eq!(reference.entries.len() as u64, summary.ledger_entries);
     assert_eq!(reference.oracle.len() as u64, summary.oracle_data);
     let known: BTreeSet<String> = (0..config.parties)
-        .map(|idx| ingest::generate::party_id(config, idx))
+        .map(|idx| eventgen::party_id(config, idx))
         .collect();
     let parties = reference.parties();
     assert!(parties.is_subset(&known), "{parties:?}");
     let specs: BTreeSet<String> = (0..config.specs)
-        .map(|idx| ingest::generate::spec_id(config, idx))
+        .map(|idx| eventgen::spec_id(config, idx))
         .collect();
     for (spec, _) in reference.specs_by_frequency() {
         assert!(specs.contains(&spec), "{spec}");

@@ -11,8 +11,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use eventgen::{GenerateConfig, GenerateSummary};
 use http_api::{App, AppConfig, ServeConfig};
-use ingest::{GenerateConfig, GenerateSummary, IngestOptions};
+use ingest::IngestOptions;
 use storage::{SqliteConfig, SqliteStore};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
@@ -77,11 +78,12 @@ impl Dataset {
 
 fn generate(config: &GenerateConfig, summary: &mut GenerateSummary) -> Vec<u8> {
     let mut stream = Vec::new();
-    let written = ingest::generate(config, &mut stream).expect("generate");
+    let written = eventgen::generate(config, &mut stream).expect("generate");
     summary.events += written.events;
     summary.blocks += written.blocks;
     summary.ledger_entries += written.ledger_entries;
     summary.oracle_data += written.oracle_data;
+    summary.other_events += written.other_events;
     stream
 }
 
@@ -217,6 +219,7 @@ pub fn whale() -> &'static Shared {
             whale_share: 0.8,
             start_height: 7_000_000,
             start_time_nanos: 1_700_000_000_000_000_000,
+            ..GenerateConfig::DEFAULT
         })
     })
 }

@@ -11,41 +11,57 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ingest::GenerateConfig;
+use eventgen::{Format, GenerateConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::process::IngestRun;
 
-/// Blocks of the standard dataset: at 8 entries a block and a whale share of 0.55, party 0
-/// owns about 1.1 million of the 2 million entries, and 4 oracle data a block make a million.
-const DEFAULT_BLOCKS: u64 = 250_000;
+/// The standard dataset: at 8 entries a block and a whale share of 0.55, party 0 owns about
+/// 1.1 million of the 2 million entries, and 4 oracle data a block make a million. What it does
+/// not set is the generator's own default.
+const STANDARD: GenerateConfig = GenerateConfig {
+    blocks: 250_000,
+    parties: 200,
+    specs: 300,
+    entries_per_block: 8,
+    oracle_data_per_block: 4,
+    whale_share: 0.55,
+    ..GenerateConfig::DEFAULT
+};
 /// `--small`: 1% of the standard dataset.
-const SMALL_BLOCKS: u64 = 2_500;
+const SMALL_BLOCKS: u64 = STANDARD.blocks / 100;
 
 /// Flags that shape the dataset.
 #[derive(Debug, Args)]
 pub(crate) struct DatasetArgs {
     /// Generator seed: the same flags always give the same dataset.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = STANDARD.seed)]
     seed: u64,
     /// Blocks, about one a second of simulated time [default: 250000, or 2500 with --small].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     blocks: Option<u64>,
     /// Ledger entries per block.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = STANDARD.entries_per_block)]
     entries_per_block: u32,
     /// Oracle data per block.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = STANDARD.oracle_data_per_block)]
     oracle_data_per_block: u32,
     /// Share of ledger entries (0 to 1) that involve party 0, the party the export measures.
-    #[arg(long, default_value_t = 0.55)]
+    #[arg(long, default_value_t = STANDARD.whale_share)]
     whale_share: f64,
     /// Oracle spec ids; spec 0 is the most frequent one.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = STANDARD.specs)]
     specs: u32,
     /// Parties.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = STANDARD.parties)]
     parties: u32,
+    /// Share of all events (0 to below 1) of a type the server does not store, mixed in:
+    /// 0.9 measures ingest of a stream shaped like a real node's (entries/s and events/s).
+    #[arg(long, default_value_t = STANDARD.other_events_share)]
+    other_events_share: f64,
+    /// Form of the dataset's events, which `server ingest` reads: NDJSON or a Vega event buffer.
+    #[arg(long, value_enum, default_value_t = Format::default())]
+    pub(crate) format: Format,
     /// A 1% dataset for a quick smoke run.
     #[arg(long)]
     pub(crate) small: bool,
@@ -57,93 +73,33 @@ impl DatasetArgs {
         let default_blocks = if self.small {
             SMALL_BLOCKS
         } else {
-            DEFAULT_BLOCKS
+            STANDARD.blocks
         };
         GenerateConfig {
             seed: self.seed,
             blocks: self.blocks.unwrap_or(default_blocks),
             parties: self.parties,
-            assets: 3,
-            markets: 4,
             specs: self.specs,
             entries_per_block: self.entries_per_block,
             oracle_data_per_block: self.oracle_data_per_block,
             whale_share: self.whale_share,
-            ..GenerateConfig::default()
+            other_events_share: self.other_events_share,
+            ..STANDARD
         }
     }
 }
 
-/// [`GenerateConfig`] as stored in the manifest and the results (it is not serializable
-/// itself, and the generator crate should not learn serde for the benchmark's sake).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct DatasetSpec {
-    pub(crate) seed: u64,
-    pub(crate) blocks: u64,
-    pub(crate) parties: u32,
-    pub(crate) assets: u32,
-    pub(crate) markets: u32,
-    pub(crate) specs: u32,
-    pub(crate) entries_per_block: u32,
-    pub(crate) oracle_data_per_block: u32,
-    pub(crate) start_height: u64,
-    pub(crate) start_time_nanos: i64,
-    pub(crate) whale_share: f64,
-}
-
-impl DatasetSpec {
-    fn new(config: &GenerateConfig) -> Self {
-        Self {
-            seed: config.seed,
-            blocks: config.blocks,
-            parties: config.parties,
-            assets: config.assets,
-            markets: config.markets,
-            specs: config.specs,
-            entries_per_block: config.entries_per_block,
-            oracle_data_per_block: config.oracle_data_per_block,
-            start_height: config.start_height,
-            start_time_nanos: config.start_time_nanos,
-            whale_share: config.whale_share,
-        }
-    }
-
-    /// The generator config back.
-    pub(crate) fn config(&self) -> GenerateConfig {
-        GenerateConfig {
-            seed: self.seed,
-            blocks: self.blocks,
-            parties: self.parties,
-            assets: self.assets,
-            markets: self.markets,
-            specs: self.specs,
-            entries_per_block: self.entries_per_block,
-            oracle_data_per_block: self.oracle_data_per_block,
-            start_height: self.start_height,
-            start_time_nanos: self.start_time_nanos,
-            whale_share: self.whale_share,
-        }
-    }
-
-    /// Whether both describe the same stream. The share is compared with a tolerance because
-    /// serde_json does not promise to parse every float back to the same bits.
-    fn same_stream(&self, other: &DatasetSpec) -> bool {
-        let integers = |spec: &DatasetSpec| {
-            (
-                spec.seed,
-                spec.blocks,
-                spec.parties,
-                spec.assets,
-                spec.markets,
-                spec.specs,
-                spec.entries_per_block,
-                spec.oracle_data_per_block,
-                spec.start_height,
-                spec.start_time_nanos,
-            )
-        };
-        integers(self) == integers(other) && (self.whale_share - other.whale_share).abs() < 1e-12
-    }
+/// Whether two configs describe the same stream. Shares are compared with a tolerance because
+/// serde_json does not promise to parse every float back to the same bits.
+fn same_stream(one: &GenerateConfig, other: &GenerateConfig) -> bool {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    close(one.whale_share, other.whale_share)
+        && close(one.other_events_share, other.other_events_share)
+        && GenerateConfig {
+            whale_share: other.whale_share,
+            other_events_share: other.other_events_share,
+            ..one.clone()
+        } == *other
 }
 
 /// What the generator wrote.
@@ -153,6 +109,12 @@ pub(crate) struct Generated {
     pub(crate) blocks: u64,
     pub(crate) ledger_entries: u64,
     pub(crate) oracle_data: u64,
+    /// Events of types the server does not store; absent from manifests older than the field.
+    #[serde(default)]
+    pub(crate) other_events: u64,
+    /// The form of `events.*`; NDJSON in manifests older than the field.
+    #[serde(default)]
+    pub(crate) format: Format,
     pub(crate) bytes: u64,
     pub(crate) seconds: f64,
 }
@@ -200,7 +162,7 @@ impl IngestRecord {
 /// The manifest, `dataset.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Manifest {
-    pub(crate) dataset: DatasetSpec,
+    pub(crate) dataset: GenerateConfig,
     pub(crate) generated: Generated,
     pub(crate) ingest: Option<IngestRecord>,
 }
@@ -220,8 +182,11 @@ pub(crate) struct Ingested {
     pub(crate) ingest_reused: bool,
 }
 
-pub(crate) fn events_path(dir: &Path) -> PathBuf {
-    dir.join("events.ndjson")
+pub(crate) fn events_path(dir: &Path, format: Format) -> PathBuf {
+    dir.join(match format {
+        Format::Ndjson => "events.ndjson",
+        Format::VegaBuffer => "events.vegabuf",
+    })
 }
 
 pub(crate) fn db_path(dir: &Path) -> PathBuf {
@@ -233,11 +198,17 @@ fn manifest_path(dir: &Path) -> PathBuf {
 }
 
 /// Reuses the dataset in `dir` when it was made from `config` and is complete, else writes it.
-pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Result<Prepared> {
-    let spec = DatasetSpec::new(config);
+pub(crate) fn prepare(
+    dir: &Path,
+    config: &GenerateConfig,
+    format: Format,
+    fresh: bool,
+) -> Result<Prepared> {
     if !fresh && let Some(manifest) = load_manifest(dir) {
-        let events_len = std::fs::metadata(events_path(dir)).map(|meta| meta.len());
-        if manifest.dataset.same_stream(&spec) && events_len.ok() == Some(manifest.generated.bytes)
+        let events_len = std::fs::metadata(events_path(dir, format)).map(|meta| meta.len());
+        if same_stream(&manifest.dataset, config)
+            && manifest.generated.format == format
+            && events_len.ok() == Some(manifest.generated.bytes)
         {
             eprintln!(
                 "bench: reusing the dataset in {} (--fresh to regenerate)",
@@ -257,9 +228,9 @@ pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Resul
         config.blocks,
         dir.display()
     );
-    let generated = generate(dir, config)?;
+    let generated = generate(dir, config, format)?;
     let manifest = Manifest {
-        dataset: spec,
+        dataset: config.clone(),
         generated,
         ingest: None,
     };
@@ -270,15 +241,18 @@ pub(crate) fn prepare(dir: &Path, config: &GenerateConfig, fresh: bool) -> Resul
     })
 }
 
-fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
-    let path = events_path(dir);
-    let partial = path.with_extension("ndjson.partial");
+fn generate(dir: &Path, config: &GenerateConfig, format: Format) -> Result<Generated> {
+    let path = events_path(dir, format);
+    let mut partial = path.clone().into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
     let started = Instant::now();
     let file =
         File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
     // The generator buffers by itself; this only makes its 64 KiB hand-offs into 1 MiB writes.
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let summary = ingest::generate(config, &mut out).context("cannot generate the dataset")?;
+    let summary =
+        eventgen::generate_as(config, format, &mut out).context("cannot generate the dataset")?;
     out.flush()
         .with_context(|| format!("cannot write {}", partial.display()))?;
     drop(out);
@@ -292,6 +266,8 @@ fn generate(dir: &Path, config: &GenerateConfig) -> Result<Generated> {
         blocks: summary.blocks,
         ledger_entries: summary.ledger_entries,
         oracle_data: summary.oracle_data,
+        other_events: summary.other_events,
+        format,
         bytes,
         seconds: started.elapsed().as_secs_f64(),
     })

@@ -5,8 +5,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use ingest::GenerateConfig;
-use ingest::generate::{asset_id, party_id};
+use eventgen::{GenerateConfig, asset_id, party_id};
 use serde::Serialize;
 
 use crate::http_client::{Accept, Connection, FAST_BUFFER};

@@ -5,8 +5,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use ingest::GenerateConfig;
-use ingest::generate::spec_id;
+use eventgen::{GenerateConfig, spec_id};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;

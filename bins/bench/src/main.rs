@@ -1,6 +1,6 @@
 //! `bench`: the end-to-end benchmark of the server, one command with a fixed seed.
 //!
-//! 1. Generates a synthetic event stream in process (`ingest::generate`) into a work directory,
+//! 1. Generates a synthetic event stream in process (`eventgen::generate`) into a work directory,
 //!    with one very large party (party 0) and about a million oracle data.
 //! 2. Ingests it by running the real `server ingest` as a child process: wall time and peak RSS.
 //! 3. Runs `server serve` as a child process and measures it from this process over loopback:
@@ -122,7 +122,7 @@ fn run(cli: Cli) -> Result<()> {
     let server = process::locate_server(cli.server.as_deref())?;
     let config = cli.dataset.config();
 
-    let prepared = dataset::prepare(&dir, &config, cli.fresh)?;
+    let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;
     let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;
 
     let db = dataset::db_path(&dir);
@@ -190,7 +190,12 @@ fn ingest_step(
         manifest.generated.ledger_entries,
         server.display()
     );
-    let run = process::run_ingest(server, &db, &dataset::events_path(dir), dir)?;
+    let run = process::run_ingest(
+        server,
+        &db,
+        &dataset::events_path(dir, manifest.generated.format),
+        dir,
+    )?;
     manifest.ingest = Some(dataset::IngestRecord::new(
         &run,
         &manifest.generated,
@@ -223,9 +228,9 @@ async fn measure(
     server: &ServerProcess,
 ) -> Result<Measured> {
     let addr = server.addr;
-    let config = manifest.dataset.config();
+    let config = &manifest.dataset;
     http_client::wait_until_ready(addr, Duration::from_secs(30)).await?;
-    let cases = export::cases(&config);
+    let cases = export::cases(config);
 
     // The slow reader goes first so that the server's high-water mark (VmHWM) afterwards
     // reflects that export alone, not the fast exports and page bursts.
@@ -247,7 +252,7 @@ async fn measure(
 
     eprintln!("bench: walking the oracle listing to 90% depth");
     let (cursor, deep_depth) = listing::deep_cursor(addr, manifest.generated.oracle_data).await?;
-    let page_cases = listing::cases(&config, &cursor);
+    let page_cases = listing::cases(config, &cursor);
     let plan = listing::Plan {
         requests: cli.requests,
         throughput: Duration::from_secs_f64(cli.throughput_secs),

@@ -131,27 +131,30 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `server serve` on a port the kernel picks, and waits for it to log that port.
-    /// Asking for port 0 and reading it back avoids the race of probing for a free port.
+    /// Starts `server serve` on a port the kernel picks, and waits for it to write that port to
+    /// its address file. Asking for port 0 and reading it back avoids the race of probing for a
+    /// free port.
     pub(crate) fn start(server: &Path, db: &Path, dir: &Path) -> Result<Self> {
         let log_path = dir.join("server.log");
+        let addr_path = dir.join("server.addr");
+        let _ = std::fs::remove_file(&addr_path);
         let mut command = Command::new(server);
         command
             .arg("serve")
             .arg("--db")
             .arg(db)
             .args(["--listen", "127.0.0.1:0"])
-            // Plain `info`: the address line must be there, and debug logging would slow the
-            // server down. NO_COLOR keeps escape codes out of the line we parse.
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1");
+            .arg("--addr-file")
+            .arg(&addr_path)
+            // Debug logging would slow the server down.
+            .env("RUST_LOG", "info");
         redirect(&mut command, &log_path)?;
         let shown = describe(&command);
         let child = command
             .spawn()
             .with_context(|| format!("cannot run `{shown}`"))?;
         let mut child = KillOnDrop(child);
-        let addr = wait_for_addr(&mut child.0, &log_path)?;
+        let addr = wait_for_addr(&mut child.0, &addr_path, &log_path)?;
         Ok(Self {
             child,
             addr,
@@ -181,12 +184,15 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn wait_for_addr(child: &mut Child, log_path: &Path) -> Result<SocketAddr> {
+/// The address the server writes (atomically) to `addr_path` once it listens.
+fn wait_for_addr(child: &mut Child, addr_path: &Path, log_path: &Path) -> Result<SocketAddr> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        let log = std::fs::read_to_string(log_path).unwrap_or_default();
-        if let Some(addr) = serving_addr(&log) {
-            return Ok(addr);
+        if let Ok(text) = std::fs::read_to_string(addr_path) {
+            return text
+                .trim_end()
+                .parse()
+                .with_context(|| format!("{} holds no address: {text:?}", addr_path.display()));
         }
         if let Some(status) = child.try_wait().context("cannot check on the server")? {
             bail!(
@@ -197,41 +203,13 @@ fn wait_for_addr(child: &mut Child, log_path: &Path) -> Result<SocketAddr> {
         }
         if Instant::now() >= deadline {
             bail!(
-                "the server did not log its address within {START_TIMEOUT:?}; see {}",
+                "the server did not write {} within {START_TIMEOUT:?}; see {}",
+                addr_path.display(),
                 log_path.display()
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The address in the server's `serving addr=…` log line.
-fn serving_addr(log: &str) -> Option<SocketAddr> {
-    log.lines().map(strip_ansi).find_map(|line| {
-        if !line.contains("serving") {
-            return None;
-        }
-        let (_, rest) = line.split_once("addr=")?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
-/// Removes `ESC [ … letter` sequences, in case a logger colours despite NO_COLOR.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Sends the child's output to a log file: a pipe nobody reads would block the child.
@@ -321,32 +299,5 @@ impl RssSampler {
         self.handle
             .join()
             .map_err(|_| anyhow!("the memory sampler panicked"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[track_caller]
-    fn check(log: &str, expected: Option<&str>) {
-        assert_eq!(
-            serving_addr(log),
-            expected.map(|addr| addr.parse().unwrap())
-        );
-    }
-
-    #[test]
-    fn serving_addr_is_read_from_the_log() {
-        check(
-            "2026-01-01T00:00:00Z  INFO server::commands: serving addr=127.0.0.1:4100 db=x.sqlite",
-            Some("127.0.0.1:4100"),
-        );
-        check(
-            "\u{1b}[32m INFO\u{1b}[0m serving \u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m127.0.0.1:9 db=a",
-            Some("127.0.0.1:9"),
-        );
-        check("INFO try: curl 'http://127.0.0.1:1/'\n", None);
-        check("", None);
     }
 }

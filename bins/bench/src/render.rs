@@ -21,12 +21,14 @@ pub(crate) fn render(results: &Results) -> String {
         machine.kernel.as_deref().unwrap_or("?"),
     );
     out += &format!(
-        "dataset  {} blocks, {} ledger entries, {} oracle data, {} events, {:.0} MB of NDJSON ({})\n",
+        "dataset  {} blocks, {} ledger entries, {} oracle data, {} events ({} of types not stored), {:.0} MB of {:?} ({})\n",
         int_u(generated.blocks),
         int_u(generated.ledger_entries),
         int_u(generated.oracle_data),
         int_u(generated.events),
+        int_u(generated.other_events),
         generated.bytes as f64 / 1e6,
+        generated.format,
         if results.dataset.reused {
             "reused".to_owned()
         } else {

@@ -1,4 +1,4 @@
-//! `server ingest`, and the ingest that `serve --ingest` runs beside the API.
+//! `server ingest`, and the ingest thread that `serve --ingest` runs beside the API.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal};
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use http_api::{IngestProgress, Metrics};
 use ingest::{IngestOptions, IngestStats};
 use storage::{IngestWriter, SqliteConfig, SqliteStore};
 
@@ -39,7 +40,7 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     let mut writer = store.writer()?;
     let stop = Arc::new(AtomicBool::new(false));
-    stop_on_signal(Arc::clone(&stop))?;
+    crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
     let mut reporter = Progress::new(show_progress);
     let stats = run(&args.input, &mut writer, &stop, &mut |stats| {
@@ -89,25 +90,47 @@ fn open(input: &str) -> Result<Box<dyn BufRead + Send>> {
     Ok(Box::new(BufReader::with_capacity(READ_BUFFER, file)))
 }
 
-/// Sets `stop` on the first SIGINT or SIGTERM; a second one ends the process at once.
-fn stop_on_signal(stop: Arc<AtomicBool>) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the signal handler")?;
+/// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
+pub fn spawn(
+    input: String,
+    store: &SqliteStore,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>> {
+    let mut writer = store.writer()?;
     std::thread::Builder::new()
-        .name("signals".to_owned())
+        .name("ingest".to_owned())
         .spawn(move || {
-            runtime.block_on(async {
-                crate::serve::shutdown_signal().await;
-                stop.store(true, Ordering::Relaxed);
-                tracing::info!("stopping at the next block boundary (signal again to stop now)");
-                crate::serve::shutdown_signal().await;
-                std::process::exit(130);
+            let started = Instant::now();
+            let mut last_log = Instant::now();
+            metrics.ingest_running(true);
+            tracing::info!(input = %input, "ingest started");
+            let result = run(&input, &mut writer, &stop, &mut |stats| {
+                metrics.ingest_progress(&progress(stats));
+                if last_log.elapsed() >= Duration::from_secs(10) {
+                    last_log = Instant::now();
+                    tracing::info!("ingest: {}", summary(stats, started.elapsed()));
+                }
             });
+            metrics.ingest_running(false);
+            match result {
+                Ok(stats) => tracing::info!("ingest done: {}", summary(&stats, started.elapsed())),
+                // The API keeps serving what is stored; the log and the metrics say the ingest
+                // stopped.
+                Err(err) => tracing::error!("{err:#}; serving what is stored"),
+            }
         })
-        .context("cannot start the signal handler")?;
-    Ok(())
+        .context("cannot start the ingest thread")
+}
+
+fn progress(stats: &IngestStats) -> IngestProgress {
+    IngestProgress {
+        events: stats.events,
+        ledger_entries: stats.ledger_entries,
+        oracle_data: stats.oracle_data,
+        last_block_height: stats.last_height,
+        last_vega_time: stats.last_vega_time,
+    }
 }
 
 /// One line on what an ingest has done.

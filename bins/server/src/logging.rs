@@ -20,8 +20,8 @@ pub fn init(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(io::stderr);
     match format {
-        // Colours only on a terminal: ANSI codes inside `addr=` would break the scripts that
-        // read the start-up line.
+        // Colours only on a terminal: escape codes make a log file or collector hard to read.
+        // (Scripts read the address from `--addr-file`, never from a log line.)
         LogFormat::Text => builder.with_ansi(io::stderr().is_terminal()).init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }

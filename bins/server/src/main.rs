@@ -8,6 +8,7 @@ mod generate;
 mod ingest;
 mod logging;
 mod serve;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,8 +73,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            // Once, through the log, so that a JSON log keeps it and a text log reads as before.
             tracing::error!("{err:#}");
-            eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }

@@ -1,80 +1,24 @@
 //! `server serve`: the HTTP API, with the demo database of the quick start and, on request, an
 //! ingest running beside it.
 
+mod examples;
+mod flags;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::Args;
-use http_api::{AllowedOrigins, App, AppConfig, IngestProgress, Metrics, ServeConfig};
-use ingest::{GenerateConfig, IngestOptions, IngestStats};
+use eventgen::GenerateConfig;
+use http_api::App;
+use ingest::IngestOptions;
 use storage::{SqliteConfig, SqliteStore};
 
+pub use flags::ServeArgs;
+
 use crate::db_path;
-
-/// Flags of `serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// SQLite database to serve [default: ./datanode.sqlite, created with demo data if missing
-    /// and no --ingest is given]. An explicit path is never filled with demo data.
-    #[arg(long, env = "DATANODE_DB")]
-    db: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
-    listen: SocketAddr,
-    /// Also ingest this event stream (a file, or - for standard input) while serving; readers
-    /// see each block once it is whole.
-    #[arg(long, env = "DATANODE_INGEST", value_name = "FILE|-")]
-    ingest: Option<String>,
-    /// Origins whose pages may read the answers: a comma-separated list, or * for any.
-    #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
-    cors_origins: String,
-    /// Exports allowed at once; more get 503 with Retry-After.
-    #[arg(long, env = "DATANODE_MAX_EXPORTS", default_value_t = 16)]
-    max_exports: usize,
-    /// Connections served at once; more wait in the listen backlog.
-    #[arg(long, env = "DATANODE_MAX_CONNECTIONS", default_value_t = 1024,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    max_connections: u32,
-    /// Seconds a request head may take to arrive (HTTP/1.1: counted from when the server waits
-    /// for it, so it also closes keep-alive connections idle that long).
-    #[arg(long, env = "DATANODE_HEADER_TIMEOUT_SECS", default_value_t = 15,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    header_timeout_secs: u64,
-    /// Seconds a connection may stay open with no request in flight.
-    #[arg(long, env = "DATANODE_IDLE_TIMEOUT_SECS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    idle_timeout_secs: u64,
-    /// Largest request head accepted, in bytes (431 beyond it).
-    #[arg(long, env = "DATANODE_MAX_HEADER_BYTES", default_value_t = 65536,
-          value_parser = clap::value_parser!(u32).range(8192..))]
-    max_header_bytes: u32,
-    /// Seconds that requests in flight get to finish after SIGTERM or SIGINT.
-    #[arg(long, env = "DATANODE_GRACE_SECS", default_value_t = 10)]
-    grace_secs: u64,
-}
-
-impl ServeArgs {
-    fn app_config(&self) -> AppConfig {
-        AppConfig {
-            max_concurrent_exports: self.max_exports,
-            cors: AllowedOrigins::parse(&self.cors_origins),
-        }
-    }
-
-    fn serve_config(&self) -> ServeConfig {
-        ServeConfig {
-            grace: Duration::from_secs(self.grace_secs),
-            max_connections: self.max_connections as usize,
-            header_read_timeout: Duration::from_secs(self.header_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
-            max_header_bytes: self.max_header_bytes as usize,
-        }
-    }
-}
 
 /// `serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -91,7 +35,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let app = App::new(Arc::clone(&store), args.app_config());
     let stop_ingest = Arc::new(AtomicBool::new(false));
     let ingest_thread = match &args.ingest {
-        Some(input) => Some(spawn_ingest(
+        Some(input) => Some(crate::ingest::spawn(
             input.clone(),
             &store,
             app.metrics(),
@@ -109,9 +53,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr().context("listener has no address")?;
         tracing::info!(%addr, db = %path.display(), "serving");
-        print_examples(addr, &examples);
+        if let Some(addr_file) = &args.addr_file {
+            write_addr_file(addr_file, addr)?;
+        }
+        examples::print_examples(addr, &examples);
         let shutdown = async {
-            shutdown_signal().await;
+            crate::signals::shutdown().await;
             stop_ingest.store(true, Ordering::Relaxed);
         };
         http_api::serve(listener, app, args.serve_config(), shutdown).await;
@@ -127,95 +74,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
-fn spawn_ingest(
-    input: String,
-    store: &SqliteStore,
-    metrics: Arc<Metrics>,
-    stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>> {
-    let mut writer = store.writer()?;
-    std::thread::Builder::new()
-        .name("ingest".to_owned())
-        .spawn(move || {
-            let started = Instant::now();
-            let mut last_log = Instant::now();
-            metrics.ingest_running(true);
-            tracing::info!(input = %input, "ingest started");
-            let result = crate::ingest::run(&input, &mut writer, &stop, &mut |stats| {
-                metrics.ingest_progress(&progress(stats));
-                if last_log.elapsed() >= Duration::from_secs(10) {
-                    last_log = Instant::now();
-                    tracing::info!(
-                        "ingest: {}",
-                        crate::ingest::summary(stats, started.elapsed())
-                    );
-                }
-            });
-            metrics.ingest_running(false);
-            match result {
-                Ok(stats) => tracing::info!(
-                    "ingest done: {}",
-                    crate::ingest::summary(&stats, started.elapsed())
-                ),
-                // The API keeps serving what is stored; the log and the metrics say the ingest
-                // stopped.
-                Err(err) => tracing::error!("{err:#}; serving what is stored"),
-            }
-        })
-        .context("cannot start the ingest thread")
-}
-
-fn progress(stats: &IngestStats) -> IngestProgress {
-    IngestProgress {
-        events: stats.events,
-        ledger_entries: stats.ledger_entries,
-        oracle_data: stats.oracle_data,
-        last_block_height: stats.last_height,
-        last_vega_time: stats.last_vega_time,
-    }
-}
-
-fn print_examples(addr: SocketAddr, examples: &storage::Examples) {
-    let base = format!("http://{addr}");
-    if let (Some(party), Some(asset)) = (&examples.party, &examples.asset) {
-        tracing::info!("try: curl -OJ '{base}/api/v2/ledgerentry/export?partyId={party}'");
-        tracing::info!(
-            "try: curl -OJ '{base}/api/v2/ledgerentry/export?partyId={party}&assetId={asset}&dateRange.startTimestamp=1690000000000000000&dateRange.endTimestamp=1690000600000000000'"
-        );
-    }
-    tracing::info!("try: curl '{base}/api/v2/oracle/data?pagination.first=10&pretty'");
-    if let Some(spec) = &examples.spec {
-        tracing::info!(
-            "try: curl '{base}/api/v2/oracle/data?oracleSpecId={spec}&pagination.first=1&pretty'"
-        );
-    }
-    tracing::info!("try: curl '{base}/health' '{base}/metrics' '{base}/api/v2/openapi.json'");
-}
-
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutdown signal received; finishing what is in flight");
+/// Writes `addr` and a newline to `path` through a temporary file and a rename, so that a
+/// reader never sees a partial address.
+fn write_addr_file(path: &Path, addr: SocketAddr) -> Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, format!("{addr}\n"))
+        .and_then(|()| std::fs::rename(&partial, path))
+        .with_context(|| format!("cannot write the address file {}", path.display()))
 }
 
 /// Fills a new database with the built-in demo dataset.
@@ -223,7 +89,7 @@ fn create_demo(path: &Path) -> Result<()> {
     tracing::info!(db = %path.display(), "creating a demo database");
     let started = Instant::now();
     let mut events = Vec::new();
-    ingest::generate(&GenerateConfig::default(), &mut events)
+    eventgen::generate(&GenerateConfig::DEFAULT, &mut events)
         .context("cannot generate demo data")?;
     // Write to a temporary file first, so that an interrupted creation leaves no half database
     // that the next start would take for a real one.

@@ -31,12 +31,25 @@ pub fn empty() -> Body {
 /// A body fed by a bounded channel: the producer waits while the client is slow (back-pressure),
 /// an `Err` aborts the response, and dropping the body (client gone) makes the producer's next
 /// send fail, which is how it learns to stop.
+///
+/// An `Err` is held back for one poll. hyper buffers the response head and the chunks it polls
+/// in one go, and a body error closes the connection without flushing that buffer: an export
+/// whose header row and failure were both queued when hyper first polled sent no status line at
+/// all. Answering `Pending` once (and waking at once) lets hyper flush what it has buffered
+/// before it sees the error, so the client always gets the status, the header row and a cut
+/// chunked body.
 pub(crate) fn channel(receiver: mpsc::Receiver<Result<Bytes, BodyError>>) -> Body {
-    ChannelBody { receiver }.boxed_unsync()
+    ChannelBody {
+        receiver,
+        held: None,
+    }
+    .boxed_unsync()
 }
 
 struct ChannelBody {
     receiver: mpsc::Receiver<Result<Bytes, BodyError>>,
+    /// An error received and held back until the next poll.
+    held: Option<BodyError>,
 }
 
 impl hyper::body::Body for ChannelBody {
@@ -47,9 +60,17 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        self.receiver
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|result| result.map(Frame::data)))
+        if let Some(err) = self.held.take() {
+            return Poll::Ready(Some(Err(err)));
+        }
+        match self.receiver.poll_recv(cx) {
+            Poll::Ready(Some(Err(err))) => {
+                self.held = Some(err);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            polled => polled.map(|chunk| chunk.map(|result| result.map(Frame::data))),
+        }
     }
 }
 

@@ -9,8 +9,10 @@
 use std::error::Error as StdError;
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use hyper::StatusCode;
-use hyper::header::{HeaderValue, RETRY_AFTER};
+use hyper::header::{ALLOW, HeaderValue, RETRY_AFTER};
 
 use crate::body::Body;
 use crate::respond::{Style, whole};
@@ -35,6 +37,7 @@ pub(crate) mod detail {
 
 /// A request that failed before its answer began.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApiError {
     /// The request is invalid (gRPC code 3, HTTP 400).
     #[error("{message}: {inner}")]
@@ -49,9 +52,12 @@ pub enum ApiError {
     /// No such route (gRPC code 5, HTTP 404).
     #[error("not found")]
     NotFound,
-    /// The route exists but not for this method (gRPC code 12, HTTP 405).
+    /// The route exists but not for this method (gRPC code 12, HTTP 405 with `Allow`).
     #[error("method not allowed")]
-    MethodNotAllowed,
+    MethodNotAllowed {
+        /// The methods the route answers, for the `Allow` header.
+        allow: &'static str,
+    },
     /// The store failed (gRPC code 13, HTTP 500).
     #[error("{message}")]
     Internal {
@@ -63,9 +69,11 @@ pub enum ApiError {
         #[source]
         source: Box<dyn StdError + Send + Sync>,
     },
-    /// Too busy to take the request now (gRPC code 14, HTTP 503).
+    /// Too busy, or the store cannot be reached, right now (gRPC code 14, HTTP 503).
     #[error("unavailable: {reason}")]
     Unavailable {
+        /// Vega's detail code.
+        detail: u32,
         /// The detail message, e.g. `server busy`.
         message: &'static str,
         /// Why, for the `inner` field.
@@ -84,6 +92,33 @@ pub enum ErrorShape {
     Stream,
 }
 
+/// Seconds a client is asked to wait before retrying a store that is unavailable.
+const STORE_RETRY_AFTER: u32 = 1;
+
+/// `google.rpc.Status` as Vega's gateway writes it.
+#[derive(Serialize)]
+struct Status<'a> {
+    code: u32,
+    message: &'a str,
+    details: Vec<Detail<'a>>,
+}
+
+/// `vega.ErrorDetail` inside a status's `details`.
+#[derive(Serialize)]
+struct Detail<'a> {
+    #[serde(rename = "@type")]
+    type_url: &'static str,
+    code: u32,
+    message: &'a str,
+    inner: &'a str,
+}
+
+/// The envelope of streaming methods.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: &'a Status<'a>,
+}
+
 impl ApiError {
     /// An invalid-argument error.
     pub(crate) fn invalid(detail: u32, message: &'static str, inner: impl Into<String>) -> Self {
@@ -94,18 +129,38 @@ impl ApiError {
         }
     }
 
+    /// The answer to a failed store read: 503 with `Retry-After` when the store is unavailable
+    /// (retrying later may succeed), 500 otherwise.
+    pub(crate) fn storage(detail: u32, message: &'static str, err: storage::Error) -> Self {
+        match err {
+            storage::Error::Unavailable(_) => Self::Unavailable {
+                detail,
+                message,
+                reason: chain(&err),
+                retry_after: Some(STORE_RETRY_AFTER),
+            },
+            err => Self::Internal {
+                detail,
+                message,
+                source: Box::new(err),
+            },
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             Self::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
             Self::NotFound => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
-    /// The `google.rpc.Status` JSON of this error.
-    pub fn status_json(&self) -> String {
+    /// The error's JSON in the endpoint's envelope: the bare `google.rpc.Status`, or the status
+    /// inside `{"error":…}`.
+    pub(crate) fn json(&self, shape: ErrorShape) -> Vec<u8> {
+        let cause;
         let (code, message, detail) = match self {
             Self::InvalidArgument {
                 detail,
@@ -114,39 +169,51 @@ impl ApiError {
             } => (
                 3,
                 "InvalidArgument error",
-                Some((*detail, *message, inner.clone())),
+                Some((*detail, *message, inner.as_str())),
             ),
             Self::NotFound => (5, "Not Found", None),
-            Self::MethodNotAllowed => (12, "Method Not Allowed", None),
+            Self::MethodNotAllowed { .. } => (12, "Method Not Allowed", None),
             Self::Internal {
                 detail,
                 message,
                 source,
-            } => (
-                13,
-                "Internal error",
-                Some((*detail, *message, chain(source.as_ref()))),
-            ),
+            } => {
+                cause = chain(source.as_ref());
+                (
+                    13,
+                    "Internal error",
+                    Some((*detail, *message, cause.as_str())),
+                )
+            }
             Self::Unavailable {
-                message, reason, ..
+                detail,
+                message,
+                reason,
+                ..
             } => (
                 14,
                 "Unavailable error",
-                Some((detail::NOT_MAPPED, *message, reason.clone())),
+                Some((*detail, *message, reason.as_str())),
             ),
         };
-        let details = match detail {
-            None => "[]".to_owned(),
-            Some((code, message, inner)) => format!(
-                r#"[{{"@type":"type.googleapis.com/vega.ErrorDetail","code":{code},"message":{},"inner":{}}}]"#,
-                json_string(message),
-                json_string(&inner)
-            ),
+        let status = Status {
+            code,
+            message,
+            details: detail
+                .map(|(code, message, inner)| Detail {
+                    type_url: "type.googleapis.com/vega.ErrorDetail",
+                    code,
+                    message,
+                    inner,
+                })
+                .into_iter()
+                .collect(),
         };
-        format!(
-            r#"{{"code":{code},"message":{},"details":{details}}}"#,
-            json_string(message)
-        )
+        let json = match shape {
+            ErrorShape::Bare => serde_json::to_vec(&status),
+            ErrorShape::Stream => serde_json::to_vec(&Envelope { error: &status }),
+        };
+        json.expect("plain structs of strings and integers always serialize")
     }
 
     /// The response for this error in the endpoint's envelope. 5xx causes are logged here, and
@@ -157,24 +224,23 @@ impl ApiError {
             Self::Unavailable { reason, .. } => tracing::warn!(%reason, "request refused"),
             _ => {}
         }
-        let status_json = self.status_json();
-        let body = match shape {
-            ErrorShape::Bare => status_json,
-            ErrorShape::Stream => format!(r#"{{"error":{status_json}}}"#),
-        };
         let mut response = whole(
             self.status(),
             "application/json",
-            style.json(body.into_bytes()),
+            style.json(self.json(shape)),
         );
-        if let Self::Unavailable {
-            retry_after: Some(seconds),
-            ..
-        } = self
-        {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+        let headers = response.headers_mut();
+        match self {
+            Self::Unavailable {
+                retry_after: Some(seconds),
+                ..
+            } => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            Self::MethodNotAllowed { allow } => {
+                headers.insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            _ => {}
         }
         response
     }
@@ -189,8 +255,4 @@ pub(crate) fn chain(err: &(dyn StdError + 'static)) -> String {
         source = cause.source();
     }
     text
-}
-
-fn json_string(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
 }

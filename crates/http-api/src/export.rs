@@ -14,13 +14,15 @@ use bytes::Bytes;
 use hyper::header::{CONTENT_DISPOSITION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue, VARY};
 use hyper::{Request, Response};
 use ledger_core::{AssetId, CSV_HEADER, ExportFilter, PartyId, TimeRange};
-use storage::{ExportSink, LedgerStore};
+use serde::Serialize;
+use storage::{ExportSink, ExportSummary};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::accept::{ExportForm, export_form};
 use crate::body::{self, Body, BodyError};
 use crate::coding::Encoder;
-use crate::error::{ApiError, detail};
+use crate::error::{ApiError, ErrorShape, detail};
+use crate::metrics::Abort;
 use crate::query::Query;
 use crate::respond::Style;
 use crate::{App, Metrics};
@@ -45,13 +47,18 @@ pub(crate) async fn export<B>(
     let filter = parse_filter(query)?;
     let form = export_form(request.headers());
     let permit = app.try_export_permit()?;
-    let encoder = Encoder::new(style.coding).map_err(|err| export_failed(Box::new(err)))?;
+    let encoder = Encoder::new(style.coding).map_err(|err| ApiError::Internal {
+        detail: detail::LEDGER_EXPORT,
+        message: EXPORT_FAILED,
+        source: Box::new(err),
+    })?;
 
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     let (started_sender, started) = oneshot::channel();
     let store = Arc::clone(&app.inner.ledger);
     let metrics = app.metrics();
     let file_name = filter.file_name();
+    let reader = app.clone();
     tokio::task::spawn_blocking(move || {
         let mut sink = ChannelSink {
             _permit: permit,
@@ -64,13 +71,21 @@ pub(crate) async fn export<B>(
             unreported_rows: 0,
             metrics: &metrics,
         };
-        run(store.as_ref(), &filter, &mut sink);
+        let result = store.export_ledger(&filter, &mut sink);
+        reader.record_read(&result);
+        sink.end(result);
     });
 
     match started.await {
         Ok(Ok(())) => {}
-        Ok(Err(err)) => return Err(export_failed(Box::new(err))),
-        Err(_) => return Err(export_failed("the export ended before it started".into())),
+        Ok(Err(err)) => return Err(ApiError::storage(detail::LEDGER_EXPORT, EXPORT_FAILED, err)),
+        Err(_) => {
+            return Err(ApiError::Internal {
+                detail: detail::LEDGER_EXPORT,
+                message: EXPORT_FAILED,
+                source: "the export ended before it started".into(),
+            });
+        }
     }
 
     let mut response = Response::new(body::channel(receiver));
@@ -92,14 +107,8 @@ pub(crate) async fn export<B>(
     Ok(response)
 }
 
-/// Vega's error for an export the store could not serve.
-fn export_failed(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
-    ApiError::Internal {
-        detail: detail::LEDGER_EXPORT,
-        message: "failed to export ledger entries",
-        source,
-    }
-}
+/// Vega's detail message for an export the store could not serve.
+const EXPORT_FAILED: &str = "failed to export ledger entries";
 
 /// Counts an export in the in-flight gauge for as long as it lives, whatever way it ends.
 struct InFlight<'m>(&'m Metrics);
@@ -115,44 +124,6 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.exports_in_flight.dec();
     }
-}
-
-/// Runs the export on the current (blocking) thread and reports how it ended.
-fn run(store: &dyn LedgerStore, filter: &ExportFilter, sink: &mut ChannelSink<'_>) {
-    let result = store.export_ledger(filter, sink);
-    match result {
-        Ok(summary) if summary.stopped => {
-            sink.metrics
-                .exports_aborted
-                .with_label_values(&["client_gone"])
-                .inc();
-            tracing::debug!(rows = summary.rows, "export stopped: the client went away");
-        }
-        Ok(summary) => {
-            // A failed final send means the client left during the last chunk.
-            if sink.finish().is_break() {
-                sink.metrics
-                    .exports_aborted
-                    .with_label_values(&["client_gone"])
-                    .inc();
-            }
-            tracing::debug!(rows = summary.rows, "export completed");
-        }
-        Err(err) => match sink.started.take() {
-            Some(started) => {
-                let _ = started.send(Err(err));
-            }
-            None => {
-                tracing::error!(error = %crate::error::chain(&err), "export failed after it started");
-                sink.metrics
-                    .exports_aborted
-                    .with_label_values(&["failed"])
-                    .inc();
-                sink.fail(&err);
-            }
-        },
-    }
-    sink.report();
 }
 
 struct ChannelSink<'m> {
@@ -175,6 +146,35 @@ struct ChannelSink<'m> {
 }
 
 impl ChannelSink<'_> {
+    /// Finishes the body as the export ended: whole, stopped by the client, failed before it
+    /// started (reported as a status) or failed after (aborted).
+    fn end(&mut self, result: Result<ExportSummary, storage::Error>) {
+        match result {
+            Ok(summary) if summary.stopped => {
+                self.metrics.export_aborted(Abort::ClientGone);
+                tracing::debug!(rows = summary.rows, "export stopped: the client went away");
+            }
+            Ok(summary) => {
+                // A failed final send means the client left during the last chunk.
+                if self.finish().is_break() {
+                    self.metrics.export_aborted(Abort::ClientGone);
+                }
+                tracing::debug!(rows = summary.rows, "export completed");
+            }
+            Err(err) => match self.started.take() {
+                Some(started) => {
+                    let _ = started.send(Err(err));
+                }
+                None => {
+                    tracing::error!(error = %crate::error::chain(&err), "export failed after it started");
+                    self.metrics.export_aborted(Abort::Failed);
+                    self.fail(err);
+                }
+            },
+        }
+        self.report();
+    }
+
     /// Sends the buffered bytes as one chunk.
     fn flush(&mut self) -> ControlFlow<()> {
         if self.buffer.is_empty() {
@@ -240,18 +240,19 @@ impl ChannelSink<'_> {
 
     /// Ends a started export that failed: the message form says so in a last line, the CSV
     /// form is aborted so that no client mistakes a truncated file for a whole one.
-    fn fail(&mut self, err: &storage::Error) {
+    fn fail(&mut self, err: storage::Error) {
         if self.messages.is_some() {
             let _ = self.flush();
-            let error = export_failed(crate::error::chain(err).into());
-            let line = format!("{{\"error\":{}}}\n", error.status_json());
-            if self.send(line.into_bytes()).is_continue() {
+            let error = ApiError::storage(detail::LEDGER_EXPORT, EXPORT_FAILED, err);
+            let mut line = error.json(ErrorShape::Stream);
+            line.push(b'\n');
+            if self.send(line).is_continue() {
                 let _ = self.finish();
             }
         } else {
             let _ = self
                 .sender
-                .blocking_send(Err(BodyError(crate::error::chain(err))));
+                .blocking_send(Err(BodyError(crate::error::chain(&err))));
         }
     }
 }
@@ -300,28 +301,43 @@ fn message(csv: &[u8], extensions: Option<&str>) -> Vec<u8> {
     out
 }
 
-/// The normalised request, as the first message's `extensions` entry.
+/// `datanode.api.v2.ExportLedgerEntriesRequest` as Vega's gateway echoes it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EchoedRequest {
+    #[serde(rename = "@type")]
+    type_url: &'static str,
+    party_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asset_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    date_range: Option<EchoedRange>,
+}
+
+/// `datanode.api.v2.DateRange`; int64 fields are JSON strings in proto3's mapping.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EchoedRange {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_timestamp: Option<String>,
+}
+
+/// The normalised request, as the first message's `extensions` entry. Once per export: no hot
+/// path, so serde writes it.
 fn extensions(filter: &ExportFilter) -> String {
-    let mut out = format!(
-        r#"{{"@type":"type.googleapis.com/datanode.api.v2.ExportLedgerEntriesRequest","partyId":"{}""#,
-        filter.party
-    );
-    if let Some(asset) = &filter.asset {
-        out.push_str(&format!(r#","assetId":"{asset}""#));
-    }
     let range = &filter.range;
-    if range.start().is_some() || range.end().is_some() {
-        let mut fields = Vec::new();
-        if let Some(start) = range.start() {
-            fields.push(format!(r#""startTimestamp":"{start}""#));
-        }
-        if let Some(end) = range.end() {
-            fields.push(format!(r#""endTimestamp":"{end}""#));
-        }
-        out.push_str(&format!(r#","dateRange":{{{}}}"#, fields.join(",")));
-    }
-    out.push('}');
-    out
+    let request = EchoedRequest {
+        type_url: "type.googleapis.com/datanode.api.v2.ExportLedgerEntriesRequest",
+        party_id: filter.party.to_string(),
+        asset_id: filter.asset.as_ref().map(ToString::to_string),
+        date_range: (range.start().is_some() || range.end().is_some()).then(|| EchoedRange {
+            start_timestamp: range.start().map(|start| start.to_string()),
+            end_timestamp: range.end().map(|end| end.to_string()),
+        }),
+    };
+    serde_json::to_string(&request).expect("plain structs of strings always serialize")
 }
 
 /// The query string as an [`ExportFilter`], or the error Vega gives for it.

@@ -8,11 +8,12 @@
 //! - `GET /api/v2/oracle/data[?oracleSpecId=…][&pagination.first|after|last|before|newestFirst=…]`:
 //!   a cursor-paginated page of oracle data.
 //! - `GET /api/v2/openapi.json`: the OpenAPI description of the two operations.
-//! - `GET /health`: `ok` while the store answers, 503 otherwise.
+//! - `GET /health` (and `HEAD`): `ok` while the store answers and its recent reads have not
+//!   kept failing, 503 otherwise.
 //! - `GET /metrics`: Prometheus metrics.
 //!
-//! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 for a known
-//! path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
+//! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 with `Allow`
+//! for a known path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
 //! answers are indented with `?pretty`, and bodies are compressed (gzip, zstd or brotli) when
 //! `Accept-Encoding` allows, the export as it streams.
 //!
@@ -30,6 +31,7 @@ mod coding;
 mod cors;
 mod error;
 mod export;
+mod health;
 mod metrics;
 mod observe;
 mod openapi;
@@ -41,7 +43,7 @@ mod server;
 mod tests;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hyper::{Method, Request, Response, StatusCode};
 use storage::{Health, LedgerStore, OracleStore};
@@ -76,6 +78,9 @@ pub struct AppConfig {
     /// Exports allowed to run at once; more are refused with 503 and `Retry-After`, so that
     /// exports cannot take every blocking thread and connection from the listing.
     pub max_concurrent_exports: usize,
+    /// Oracle data pages read at once; more wait up to [`PAGE_WAIT`], then are refused with
+    /// 503 and `Retry-After`, so that a burst of pages cannot take every blocking thread.
+    pub max_concurrent_pages: usize,
     /// Origins whose pages may read the answers.
     pub cors: AllowedOrigins,
 }
@@ -84,10 +89,19 @@ impl Default for AppConfig {
     fn default() -> Self {
         Self {
             max_concurrent_exports: 16,
+            max_concurrent_pages: 32,
             cors: AllowedOrigins::Any,
         }
     }
 }
+
+/// How long a page waits for one of the [`AppConfig::max_concurrent_pages`] slots before it is
+/// refused: pages take milliseconds, so a short wait rides out a burst without queueing clients
+/// behind a store that has stalled.
+pub const PAGE_WAIT: Duration = Duration::from_secs(1);
+
+/// Seconds a refused client is asked to wait before retrying.
+const BUSY_RETRY_AFTER: u32 = 1;
 
 /// The service: cheap to clone, one per connection.
 #[derive(Clone)]
@@ -100,6 +114,8 @@ struct Inner {
     oracle: Arc<dyn OracleStore>,
     health: Arc<dyn Health>,
     export_permits: Arc<Semaphore>,
+    page_permits: Arc<Semaphore>,
+    read_health: health::ReadHealth,
     metrics: Arc<Metrics>,
     cors: AllowedOrigins,
 }
@@ -129,6 +145,8 @@ impl App {
                 oracle: store.clone(),
                 health: store,
                 export_permits: Arc::new(Semaphore::new(config.max_concurrent_exports)),
+                page_permits: Arc::new(Semaphore::new(config.max_concurrent_pages)),
+                read_health: health::ReadHealth::default(),
                 metrics: Arc::new(Metrics::new()),
                 cors: config.cors,
             }),
@@ -191,10 +209,14 @@ impl App {
                 "application/json",
                 style.json(openapi::document()),
             ),
-            (_, Route::Export) => {
-                ApiError::MethodNotAllowed.into_response(ErrorShape::Stream, style)
+            (_, Route::Export) => ApiError::MethodNotAllowed { allow: ALLOW_GET }
+                .into_response(ErrorShape::Stream, style),
+            (_, Route::Health) => ApiError::MethodNotAllowed {
+                allow: "GET, HEAD, OPTIONS",
             }
-            (_, _) => ApiError::MethodNotAllowed.into_response(ErrorShape::Bare, style),
+            .into_response(ErrorShape::Bare, style),
+            (_, _) => ApiError::MethodNotAllowed { allow: ALLOW_GET }
+                .into_response(ErrorShape::Bare, style),
         }
     }
 
@@ -207,11 +229,20 @@ impl App {
     }
 
     async fn health_response(&self) -> Result<Response<Body>, ApiError> {
-        self.healthy().await.map_err(|err| ApiError::Unavailable {
+        let unhealthy = |reason| ApiError::Unavailable {
+            detail: error::detail::NOT_MAPPED,
             message: "store unavailable",
-            reason: error::chain(&err),
+            reason,
             retry_after: None,
-        })?;
+        };
+        if let Some(failing) = self.inner.read_health.failing() {
+            return Err(unhealthy(format!(
+                "the last {failing} reads of the store failed"
+            )));
+        }
+        self.healthy()
+            .await
+            .map_err(|err| unhealthy(error::chain(&err)))?;
         let body = Encoded {
             bytes: b"ok".to_vec(),
             coding: Coding::Identity,
@@ -224,11 +255,39 @@ impl App {
             .try_acquire_owned()
             .map_err(|_| {
                 self.inner.metrics.exports_refused.inc();
-                ApiError::Unavailable {
-                    message: "server busy",
-                    reason: "too many exports in progress, retry shortly".to_owned(),
-                    retry_after: Some(1),
-                }
+                busy("too many exports in progress, retry shortly")
             })
+    }
+
+    /// One of the page slots, waiting at most [`PAGE_WAIT`] for it.
+    async fn page_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        let permits = Arc::clone(&self.inner.page_permits);
+        match tokio::time::timeout(PAGE_WAIT, permits.acquire_owned()).await {
+            Ok(permit) => Ok(permit.expect("the semaphore is never closed")),
+            Err(_) => {
+                self.inner.metrics.pages_refused.inc();
+                Err(busy(
+                    "too many oracle data pages in progress, retry shortly",
+                ))
+            }
+        }
+    }
+
+    /// Records how a read of the store ended, for `/health` and the metrics.
+    fn record_read<T>(&self, result: &Result<T, storage::Error>) {
+        self.inner.read_health.record(&self.inner.metrics, result);
+    }
+}
+
+/// The `Allow` header of the GET-only routes.
+const ALLOW_GET: &str = "GET, OPTIONS";
+
+/// The refusal of a request that found every slot of its kind taken.
+fn busy(reason: &str) -> ApiError {
+    ApiError::Unavailable {
+        detail: error::detail::NOT_MAPPED,
+        message: "server busy",
+        reason: reason.to_owned(),
+        retry_after: Some(BUSY_RETRY_AFTER),
     }
 }

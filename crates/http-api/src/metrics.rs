@@ -35,6 +35,24 @@ impl Route {
     }
 }
 
+/// Why an export ended before its last row: the label of `datanode_exports_aborted_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Abort {
+    /// The client went away.
+    ClientGone,
+    /// The store failed after the export had started.
+    Failed,
+}
+
+impl Abort {
+    fn label(self) -> &'static str {
+        match self {
+            Abort::ClientGone => "client_gone",
+            Abort::Failed => "failed",
+        }
+    }
+}
+
 /// Where an ingest running in the same process has got to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IngestProgress {
@@ -58,8 +76,10 @@ pub struct Metrics {
     pub(crate) export_rows: IntCounter,
     pub(crate) export_bytes: IntCounter,
     pub(crate) exports_in_flight: IntGauge,
-    pub(crate) exports_aborted: IntCounterVec,
+    exports_aborted: IntCounterVec,
+    storage_failures: IntCounterVec,
     pub(crate) exports_refused: IntCounter,
+    pub(crate) pages_refused: IntCounter,
     ingest_events: IntCounter,
     ingest_ledger_entries: IntCounter,
     ingest_oracle_data: IntCounter,
@@ -128,6 +148,14 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let storage_failures = IntCounterVec::new(
+            Opts::new(
+                "datanode_storage_failures_total",
+                "Storage reads that failed, by kind (unavailable, corrupt, internal)",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         let ingest_last_vega_time = Gauge::new(
             "datanode_ingest_last_vega_time_seconds",
             "Vega time of the last block committed by the ingest in this process",
@@ -137,6 +165,7 @@ impl Metrics {
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
             Box::new(exports_aborted.clone()),
+            Box::new(storage_failures.clone()),
             Box::new(ingest_last_vega_time.clone()),
         ] {
             registry
@@ -156,9 +185,14 @@ impl Metrics {
             ),
             exports_in_flight: gauge("datanode_exports_in_flight", "Exports running now"),
             exports_aborted,
+            storage_failures,
             exports_refused: counter(
                 "datanode_exports_refused_total",
                 "Exports refused with 503 because too many were running",
+            ),
+            pages_refused: counter(
+                "datanode_pages_refused_total",
+                "Oracle data pages refused with 503 because too many were being read",
             ),
             ingest_events: counter(
                 "datanode_ingest_events_total",
@@ -194,6 +228,16 @@ impl Metrics {
         self.duration
             .with_label_values(&[route.label()])
             .observe(seconds);
+    }
+
+    /// Counts one export that ended before its last row.
+    pub(crate) fn export_aborted(&self, why: Abort) {
+        self.exports_aborted.with_label_values(&[why.label()]).inc();
+    }
+
+    /// Counts one failed storage read of `kind`.
+    pub(crate) fn storage_failure(&self, kind: &str) {
+        self.storage_failures.with_label_values(&[kind]).inc();
     }
 
     /// Records the progress of an ingest running in this process.

@@ -43,17 +43,24 @@ pub(crate) async fn oracle_data(
         )
     })?;
 
+    let permit = app.page_permit().await?;
     let store = Arc::clone(&app.inner.oracle);
     // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on the
     // blocking thread with the read.
-    let body = tokio::task::spawn_blocking(move || {
+    let page = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         store
             .oracle_page(spec.as_ref(), &page_request)
             .map(|page| style.json(render(&page)))
     })
     .await
-    .map_err(|join| internal(join.into()))?
-    .map_err(|err| internal(err.into()))?;
+    .map_err(|join| ApiError::Internal {
+        detail: detail::ORACLE_DATA_SERVICE,
+        message: FAILED,
+        source: join.into(),
+    })?;
+    app.record_read(&page);
+    let body = page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))?;
     Ok(whole(StatusCode::OK, "application/json", body))
 }
 
@@ -63,13 +70,8 @@ fn raw<'q>(query: &'q Query<'_>, name: &str) -> Option<&'q str> {
     query.get(name).or_else(|| query.has(name).then_some(""))
 }
 
-fn internal(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
-    ApiError::Internal {
-        detail: detail::ORACLE_DATA_SERVICE,
-        message: "failed retrieve data for oracle data",
-        source,
-    }
-}
+/// Vega's detail message for a page the store could not serve.
+const FAILED: &str = "failed retrieve data for oracle data";
 
 /// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest.
 pub(crate) fn render(page: &Page<Vec<u8>>) -> Vec<u8> {

@@ -1,19 +1,26 @@
 //! Serving the [`App`] on a listener: connection limits, timeouts and graceful shutdown.
 //!
-//! Each connection runs in its own task, which also enforces the idle timeout: a connection
-//! with no request in flight for that long is asked to close (HTTP/2 gets a GOAWAY), and is
-//! dropped if it has not within a second. hyper's own header read timeout bounds how long a
-//! request head may take (for HTTP/1, counted from when the server waits for it, so it also
-//! bounds the wait between keep-alive requests); the idle timeout covers what it does not: a
-//! peer that connects and sends nothing, or an HTTP/2 connection without streams.
+//! Each connection runs in its own task, which also enforces two timeouts of its own:
+//! - the header timeout, from accept until the first request head: a peer that connects and
+//!   sends nothing (or never finishes its first head) is dropped then. hyper's header read
+//!   timeout bounds the heads of later requests (for HTTP/1, counted from when the server waits
+//!   for them), but its clock only starts once the first bytes arrive.
+//! - the idle timeout: a connection with no request in flight for that long is asked to close
+//!   (HTTP/2 gets a GOAWAY), and is dropped if it has not within a second.
+//!
+//! Connection table: at most `max_connections` are served at once. When the table is full, the
+//! oldest connection that has not yet sent a request head is dropped to make room, so that
+//! silent peers cannot queue a real client behind them; only when every connection has sent a
+//! request does a new one wait for a free slot.
 //!
 //! Shutdown: the listener closes, every connection is asked to finish what it is doing and
 //! close, and the grace period bounds the wait; what is left then is cut.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +30,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -34,10 +41,12 @@ use crate::{App, body};
 pub struct ServeConfig {
     /// How long requests in flight may take to finish once shutdown begins.
     pub grace: Duration,
-    /// Connections served at once; more wait in the listen backlog until one closes.
+    /// Connections served at once. Beyond it the oldest connection that has not sent a request
+    /// head is dropped to make room; when every connection has sent one, new ones wait in the
+    /// listen backlog until one closes.
     pub max_connections: usize,
-    /// How long a request head may take to arrive (HTTP/1; counted from when the server starts
-    /// waiting for it).
+    /// How long a request head may take to arrive: the first from accept, later ones (HTTP/1)
+    /// from when the server starts waiting for them.
     pub header_read_timeout: Duration,
     /// How long a connection may stay open with no request in flight.
     pub idle_timeout: Duration,
@@ -80,18 +89,13 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX));
     let permits = Arc::new(Semaphore::new(config.max_connections));
+    let silent = Arc::new(Silent::default());
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut shutdown = pin!(shutdown);
     loop {
         // Reap finished connection tasks so that the set does not grow with every connection.
         while connections.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            permit = Arc::clone(&permits).acquire_owned() => {
-                permit.expect("the semaphore is never closed")
-            }
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -104,7 +108,22 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if silent.shed_oldest() {
+                    tracing::debug!("connection table full; dropped the oldest silent connection");
+                }
+                tokio::select! {
+                    permit = Arc::clone(&permits).acquire_owned() => {
+                        permit.expect("the semaphore is never closed")
+                    }
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
+        let (id, shed) = silent.register();
         connections.spawn(connection(
             stream,
             peer,
@@ -112,7 +131,12 @@ pub async fn serve(
             app.clone(),
             config.clone(),
             stopping.clone(),
-            permit,
+            Slot {
+                _permit: permit,
+                id,
+                shed,
+                silent: Arc::clone(&silent),
+            },
         ));
     }
     drop(listener);
@@ -138,12 +162,17 @@ async fn connection(
     app: App,
     config: ServeConfig,
     mut stopping: watch::Receiver<bool>,
-    _permit: OwnedSemaphorePermit,
+    mut slot: Slot,
 ) {
     let activity = Arc::new(Activity::new());
     let service = {
         let activity = Arc::clone(&activity);
+        let silent = Arc::clone(&slot.silent);
+        let id = slot.id;
         service_fn(move |request: Request<Incoming>| {
+            if !activity.requested.swap(true, Ordering::AcqRel) {
+                silent.heard_from(id);
+            }
             let app = app.clone();
             let active = Active::new(Arc::clone(&activity));
             async move {
@@ -159,6 +188,9 @@ async fn connection(
     let mut draining = false;
     // When set, the idle connection was asked to close and is dropped if still open then.
     let mut closing_deadline: Option<Instant> = None;
+    let header_deadline = Instant::now() + config.header_read_timeout;
+    // Set once the table can no longer ask this connection to go.
+    let mut heard = false;
     loop {
         if *stopping.borrow_and_update() && !draining {
             // Requests in flight finish; the server's grace period bounds the wait.
@@ -166,7 +198,16 @@ async fn connection(
             draining = true;
         }
         let idle_deadline = activity.idle_deadline(config.idle_timeout);
-        let deadline = closing_deadline.or(idle_deadline.filter(|_| !draining));
+        let first_head_deadline =
+            (!activity.requested.load(Ordering::Acquire)).then_some(header_deadline);
+        let deadline = [
+            closing_deadline,
+            idle_deadline.filter(|_| !draining),
+            first_head_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(err) = result {
@@ -181,7 +222,19 @@ async fn connection(
                     draining = true;
                 }
             }
+            shed = &mut slot.shed, if !heard => {
+                if shed.is_ok() {
+                    tracing::debug!(%peer, "dropping a silent connection to make room");
+                    return;
+                }
+                // The connection sent a request head: it is no longer one to drop.
+                heard = true;
+            }
             () = sleep_until(deadline) => {
+                if !activity.requested.load(Ordering::Acquire) && Instant::now() >= header_deadline {
+                    tracing::debug!(%peer, "no request head within the header timeout; dropping the connection");
+                    return;
+                }
                 if closing_deadline.is_some_and(|at| Instant::now() >= at) {
                     tracing::debug!(%peer, "connection did not close in time; dropping it");
                     return;
@@ -204,8 +257,71 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// The connections that have not sent a request head yet, oldest first: the ones dropped to
+/// make room when the table is full.
+#[derive(Default)]
+struct Silent {
+    connections: Mutex<Registry>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    /// Tells each silent connection, by the order of accept, to go away.
+    waiting: BTreeMap<u64, oneshot::Sender<()>>,
+}
+
+impl Silent {
+    /// Adds a new connection: its id, and what tells it to go.
+    fn register(&self) -> (u64, oneshot::Receiver<()>) {
+        let (sender, receiver) = oneshot::channel();
+        let mut registry = self.lock();
+        let id = registry.next_id;
+        registry.next_id += 1;
+        registry.waiting.insert(id, sender);
+        (id, receiver)
+    }
+
+    /// The connection `id` sent a request head, or ended: it is no longer one to drop.
+    fn heard_from(&self, id: u64) {
+        self.lock().waiting.remove(&id);
+    }
+
+    /// Tells the oldest silent connection to go; false when there is none.
+    fn shed_oldest(&self) -> bool {
+        let oldest = self.lock().waiting.pop_first();
+        oldest.is_some_and(|(_, shed)| shed.send(()).is_ok())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        // Every change to the registry is a single insert or remove: a panic cannot leave it
+        // half-written.
+        self.connections
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A connection's place in the table: released (and its registry entry removed) when the
+/// connection task ends, however it ends.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    id: u64,
+    /// Resolves when the table needs the slot of this silent connection.
+    shed: oneshot::Receiver<()>,
+    silent: Arc<Silent>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.silent.heard_from(self.id);
+    }
+}
+
 /// Requests in flight on a connection, and since when it has had none.
 struct Activity {
+    /// Whether the connection has sent a request head.
+    requested: AtomicBool,
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
 }
@@ -213,6 +329,7 @@ struct Activity {
 impl Activity {
     fn new() -> Self {
         Self {
+            requested: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
         }

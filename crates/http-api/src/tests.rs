@@ -1,9 +1,11 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
 mod operations;
+mod server;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use base64::Engine as _;
 use http_body_util::BodyExt;
@@ -27,16 +29,32 @@ struct FakeStore {
     fail_before_start: bool,
     /// Fail after this many rows.
     fail_after: Option<usize>,
-    /// Fail every page read.
-    fail_pages: bool,
+    /// Fail every page read while set.
+    fail_pages: Arc<AtomicBool>,
     /// Fail the health check.
     fail_health: bool,
+    /// Fail with `Unavailable` rather than `Corrupt`.
+    unavailable: bool,
     /// The last export filter seen.
     seen: Arc<std::sync::Mutex<Option<ExportFilter>>>,
 }
 
-fn failure() -> Error {
-    Error::Unavailable("disk on fire".into())
+impl FakeStore {
+    fn failure(&self) -> Error {
+        if self.unavailable {
+            Error::Unavailable("disk on fire".into())
+        } else {
+            Error::Corrupt("disk on fire".to_owned())
+        }
+    }
+
+    /// A store whose page reads fail until told otherwise.
+    fn failing_pages() -> Self {
+        Self {
+            fail_pages: Arc::new(AtomicBool::new(true)),
+            ..Self::default()
+        }
+    }
 }
 
 impl LedgerStore for FakeStore {
@@ -47,7 +65,7 @@ impl LedgerStore for FakeStore {
     ) -> Result<ExportSummary, Error> {
         *self.seen.lock().unwrap() = Some(*filter);
         if self.fail_before_start {
-            return Err(failure());
+            return Err(self.failure());
         }
         if sink.started().is_break() {
             return Ok(ExportSummary {
@@ -58,7 +76,7 @@ impl LedgerStore for FakeStore {
         let mut summary = ExportSummary::default();
         for (index, row) in self.rows.iter().enumerate() {
             if self.fail_after == Some(index) {
-                return Err(failure());
+                return Err(self.failure());
             }
             summary.rows += 1;
             if let ControlFlow::Break(()) = sink.row(row.as_bytes()) {
@@ -76,8 +94,8 @@ impl OracleStore for FakeStore {
         _spec: Option<&OracleSpecId>,
         request: &PageRequest,
     ) -> Result<Page<Vec<u8>>, Error> {
-        if self.fail_pages {
-            return Err(failure());
+        if self.fail_pages.load(Ordering::Relaxed) {
+            return Err(self.failure());
         }
         let rows = (1..=3)
             .map(|seq| {
@@ -100,7 +118,7 @@ impl OracleStore for FakeStore {
 impl Health for FakeStore {
     fn check(&self) -> Result<(), Error> {
         if self.fail_health {
-            return Err(failure());
+            return Err(Error::Unavailable("disk on fire".into()));
         }
         Ok(())
     }
@@ -309,25 +327,48 @@ async fn export_answers_the_message_stream_when_json_is_preferred() {
 }
 
 #[tokio::test]
-async fn export_storage_failure_before_the_body_is_a_500() {
-    let store = FakeStore {
-        fail_before_start: true,
-        ..FakeStore::default()
-    };
-    let answer = get(
-        store,
-        &format!("/api/v2/ledgerentry/export?partyId={PARTY}"),
-    )
-    .await;
-    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(
-        answer.json(),
-        json!({"error": {"code": 13, "message": "Internal error", "details": [{
-            "@type": "type.googleapis.com/vega.ErrorDetail", "code": 260002,
-            "message": "failed to export ledger entries",
-            "inner": "storage unavailable: disk on fire"
-        }]}})
-    );
+async fn export_storage_failure_before_the_body_is_a_status() {
+    // (unavailable, status, Retry-After, gRPC code, gRPC message, cause)
+    let cases = [
+        (
+            false,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "",
+            13,
+            "Internal error",
+            "corrupt",
+        ),
+        (
+            true,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "1",
+            14,
+            "Unavailable error",
+            "unavailable",
+        ),
+    ];
+    for (unavailable, status, retry_after, code, message, cause) in cases {
+        let store = FakeStore {
+            fail_before_start: true,
+            unavailable,
+            ..FakeStore::default()
+        };
+        let answer = get(
+            store,
+            &format!("/api/v2/ledgerentry/export?partyId={PARTY}"),
+        )
+        .await;
+        assert_eq!(answer.status, status);
+        assert_eq!(answer.header("retry-after"), retry_after);
+        assert_eq!(
+            answer.json(),
+            json!({"error": {"code": code, "message": message, "details": [{
+                "@type": "type.googleapis.com/vega.ErrorDetail", "code": 260002,
+                "message": "failed to export ledger entries",
+                "inner": format!("storage {cause}: disk on fire")
+            }]}})
+        );
+    }
 }
 
 #[tokio::test]
@@ -369,7 +410,7 @@ async fn export_failure_mid_stream_ends_the_message_form_with_an_error_line() {
     assert_eq!(error["error"]["code"], 13);
     assert_eq!(
         error["error"]["details"][0]["inner"],
-        "storage unavailable: disk on fire"
+        "storage corrupt: disk on fire"
     );
     let (csv, _) = decode_messages(data);
     assert_eq!(csv, format!("{CSV_HEADER}row 0\nrow 1\n"));
@@ -445,14 +486,41 @@ async fn oracle_listing_rejects_bad_requests_in_the_bare_shape() {
 
 #[tokio::test]
 async fn oracle_storage_failure_is_a_500_in_the_bare_shape() {
-    let store = FakeStore {
-        fail_pages: true,
-        ..FakeStore::default()
-    };
-    let answer = get(store, "/api/v2/oracle/data").await;
+    let answer = get(FakeStore::failing_pages(), "/api/v2/oracle/data").await;
     assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(answer.json()["code"], 13);
     assert_eq!(answer.json()["details"][0]["code"], 190003);
+
+    let unavailable = FakeStore {
+        unavailable: true,
+        ..FakeStore::failing_pages()
+    };
+    let answer = get(unavailable, "/api/v2/oracle/data").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.header("retry-after"), "1");
+    assert_eq!(
+        answer.json(),
+        json!({"code": 14, "message": "Unavailable error", "details": [{
+            "@type": "type.googleapis.com/vega.ErrorDetail", "code": 190003,
+            "message": "failed retrieve data for oracle data",
+            "inner": "storage unavailable: disk on fire"
+        }]})
+    );
+}
+
+// Paused time: the page's wait for a slot passes at once.
+#[tokio::test(start_paused = true)]
+async fn pages_beyond_their_cap_get_503_with_retry_after() {
+    let config = AppConfig {
+        max_concurrent_pages: 0,
+        ..AppConfig::default()
+    };
+    let request = Request::get("/api/v2/oracle/data").body(()).unwrap();
+    let answer = call_with(FakeStore::default(), config, request).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.header("retry-after"), "1");
+    assert_eq!(answer.json()["code"], 14);
+    assert_eq!(answer.json()["details"][0]["message"], "server busy");
 }
 
 #[tokio::test]
@@ -463,13 +531,28 @@ async fn unknown_routes_and_methods_answer_in_vega_shape() {
         answer.text(),
         r#"{"code":5,"message":"Not Found","details":[]}"#
     );
-    for path in ["/api/v2/oracle/data", "/api/v2/ledgerentry/export"] {
+    let cases = [
+        (Method::POST, "/api/v2/oracle/data", "GET, OPTIONS"),
+        (Method::POST, "/api/v2/ledgerentry/export", "GET, OPTIONS"),
+        (Method::HEAD, "/api/v2/ledgerentry/export", "GET, OPTIONS"),
+        (Method::DELETE, "/health", "GET, HEAD, OPTIONS"),
+        (Method::PUT, "/metrics", "GET, OPTIONS"),
+    ];
+    for (method, path, allow) in cases {
         let request = Request::builder()
-            .method(Method::POST)
+            .method(&method)
             .uri(path)
             .body(())
             .unwrap();
         let answer = call_with(FakeStore::default(), AppConfig::default(), request).await;
-        assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(
+            answer.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(answer.header("allow"), allow, "{method} {path}");
     }
+    let head = Request::head("/health").body(()).unwrap();
+    let answer = call_with(FakeStore::default(), AppConfig::default(), head).await;
+    assert_eq!(answer.status, StatusCode::OK);
 }

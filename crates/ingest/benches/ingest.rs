@@ -10,7 +10,8 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use ingest::{GenerateConfig, IngestOptions};
+use eventgen::GenerateConfig;
+use ingest::IngestOptions;
 use storage::{BlockState, IngestBatch, IngestWriter, SqliteConfig, SqliteStore};
 
 /// Stores nothing: what is left is the pipeline's own cost.
@@ -40,7 +41,7 @@ fn stream() -> (Vec<u8>, u64) {
         ..GenerateConfig::default()
     };
     let mut stream = Vec::new();
-    let summary = ingest::generate(&config, &mut stream).expect("generate");
+    let summary = eventgen::generate(&config, &mut stream).expect("generate");
     (stream, summary.ledger_entries)
 }
 

@@ -1,4 +1,4 @@
-//! Ingest of Vega's event bus into a store, and a synthetic event generator.
+//! Ingest of Vega's event bus into a store.
 //!
 //! Input is newline-delimited JSON, one protobuf-JSON `BusEvent` per line, as Vega's tools print
 //! it. [`ingest`] reads it to its end, keeps the events that matter (time updates, begin and end
@@ -7,8 +7,8 @@
 //! block already stored, or the stored part of a block, is skipped, so overlapping inputs and
 //! re-runs after a failure add nothing twice.
 //!
-//! [`generate()`] writes a deterministic, internally consistent synthetic stream in the same
-//! format, for the demo database, tests and benchmarks.
+//! The synthetic streams of the demo database, the tests and the benchmarks come from the
+//! `eventgen` crate, so that the server's ingest does not link a random number generator.
 //!
 //! This crate must not know SQL or HTTP: it talks to storage through its traits.
 
@@ -16,14 +16,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod event;
-pub mod generate;
 mod pipeline;
 #[cfg(test)]
 mod tests;
 
 use std::io;
 
-pub use generate::{GenerateConfig, GenerateSummary, generate};
 pub use pipeline::{IngestOptions, ingest};
 
 /// Why an ingest stopped.

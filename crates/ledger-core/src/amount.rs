@@ -18,11 +18,6 @@ const MAX: &str = "1157920892373161954235709850086879078532699846656405640394575
 pub struct Amount(Box<str>);
 
 impl Amount {
-    /// The amount zero.
-    pub fn zero() -> Self {
-        Amount("0".into())
-    }
-
     /// The canonical decimal text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -126,7 +121,7 @@ mod tests {
 
     #[test]
     fn zero_display_and_message() {
-        assert!(Amount::zero().is_zero());
+        assert!("0".parse::<Amount>().unwrap().is_zero());
         assert!("000".parse::<Amount>().unwrap().is_zero());
         assert!(!"10".parse::<Amount>().unwrap().is_zero());
         assert_eq!("0042".parse::<Amount>().unwrap().to_string(), "42");

@@ -5,6 +5,7 @@
 /// Messages are lowercase without a trailing period, and quote the rejected input with
 /// `{:?}` so that control characters and empty strings stay visible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An id was not exactly 64 hex digits.
     #[error("invalid {kind} id: {value:?}")]

@@ -1,7 +1,10 @@
-//! Table-driven lowercase hex encoding and decoding of 32-byte ids.
+//! Table-driven hex encoding and decoding: the workspace's one hex encoder.
 //!
-//! Ids are encoded once per CSV column at hundreds of thousands of rows per second, so
-//! encoding is one table lookup per byte into a stack buffer: no `format!`, no allocation.
+//! Ids are encoded once per CSV column at hundreds of thousands of rows per second, and the
+//! event generator writes several per event, so encoding is one table lookup per byte into a
+//! caller's buffer: no `format!`, no allocation. Measured hot path (docs/PERFORMANCE.md): kept
+//! hand-written rather than taken from the `hex` crate, whose per-nibble encoder does twice
+//! the work.
 
 use std::fmt;
 use std::ops::Deref;
@@ -9,18 +12,42 @@ use std::ops::Deref;
 /// Number of hex digits in a 32-byte id.
 const HEX_LEN: usize = 64;
 
-const DIGITS: &[u8; 16] = b"0123456789abcdef";
+/// The two hex digits of every byte value, in one case.
+pub type Pairs = [[u8; 2]; 256];
 
-/// The two lowercase hex digits of every byte value.
-const PAIRS: [[u8; 2]; 256] = {
+/// Lowercase digits, as Vega writes party, asset, market and oracle spec ids.
+pub const LOWER: &Pairs = &pairs(b"0123456789abcdef");
+/// Uppercase digits, as Tendermint prints block and transaction hashes.
+pub const UPPER: &Pairs = &pairs(b"0123456789ABCDEF");
+
+const fn pairs(digits: &[u8; 16]) -> Pairs {
     let mut table = [[0u8; 2]; 256];
     let mut byte = 0;
     while byte < 256 {
-        table[byte] = [DIGITS[byte >> 4], DIGITS[byte & 0x0f]];
+        table[byte] = [digits[byte >> 4], digits[byte & 0x0f]];
         byte += 1;
     }
     table
-};
+}
+
+/// Writes the hex digits of `bytes` into `out`, which must be twice as long.
+///
+/// # Panics
+///
+/// When `out` is not twice as long as `bytes`: a caller's sizing bug.
+pub fn encode_into(bytes: &[u8], out: &mut [u8], case: &Pairs) {
+    assert_eq!(out.len(), bytes.len() * 2, "hex output sized for the input");
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&case[usize::from(*byte)]);
+    }
+}
+
+/// The lowercase hex digits of `bytes`, as a new string (for cold paths).
+pub fn to_lower(bytes: &[u8]) -> String {
+    let mut out = vec![0u8; bytes.len() * 2];
+    encode_into(bytes, &mut out, LOWER);
+    String::from_utf8(out).expect("hex digits are ASCII")
+}
 
 /// Marks a byte that is not a hex digit in [`VALUES`].
 const NOT_HEX: u8 = 0xff;
@@ -51,7 +78,7 @@ pub struct Hex([u8; HEX_LEN]);
 impl Hex {
     /// The digits as a string slice.
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).expect("every byte of a Hex comes from DIGITS, which is ASCII")
+        std::str::from_utf8(&self.0).expect("every byte of a Hex is an ASCII hex digit")
     }
 }
 
@@ -84,9 +111,7 @@ impl fmt::Debug for Hex {
 /// Encodes 32 bytes as 64 lowercase hex digits.
 pub(crate) fn encode(bytes: &[u8; 32]) -> Hex {
     let mut out = [0u8; HEX_LEN];
-    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
-        pair.copy_from_slice(&PAIRS[usize::from(*byte)]);
-    }
+    encode_into(bytes, &mut out, LOWER);
     Hex(out)
 }
 
@@ -115,8 +140,10 @@ mod tests {
     #[test]
     fn tables_agree_with_the_standard_formatter() {
         for byte in 0..=255u8 {
-            let pair = PAIRS[usize::from(byte)];
+            let pair = LOWER[usize::from(byte)];
             assert_eq!(std::str::from_utf8(&pair).unwrap(), format!("{byte:02x}"));
+            let pair = UPPER[usize::from(byte)];
+            assert_eq!(std::str::from_utf8(&pair).unwrap(), format!("{byte:02X}"));
             let upper = format!("{byte:02X}");
             let upper = upper.as_bytes();
             assert_eq!(
@@ -138,5 +165,7 @@ mod tests {
             "0b30557a9fc4e90e33587da2c7ec11365b80a5caef14395e83a8cdf2173c6186"
         );
         assert_eq!(decode(hex.as_str()), Some(bytes));
+        assert_eq!(to_lower(&bytes), hex.as_str());
+        assert_eq!(to_lower(&[]), "");
     }
 }

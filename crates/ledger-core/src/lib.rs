@@ -28,7 +28,7 @@ mod entry;
 mod enums;
 mod error;
 mod filter;
-mod hex;
+pub mod hex;
 mod id;
 mod time;
 

@@ -5,6 +5,7 @@ use crate::page::MAX_PAGE_SIZE;
 /// The `Display` text is written for API clients (the HTTP layer sends it in the `inner` field
 /// of its error response), so every message names the query parameter at fault.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Two pagination parameters that exclude each other were both given, such as
     /// `pagination.first` with `pagination.last`.

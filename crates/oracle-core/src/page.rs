@@ -188,8 +188,9 @@ impl PageRequest {
         self.page_size
     }
 
-    /// The first read: from the anchor cursor (exclusive) or the relevant end of the order,
-    /// one row more than the page holds.
+    /// The first read: from the anchor cursor's own row (inclusive) or the relevant end of the
+    /// order, one row more than the page holds (the look-ahead), plus one for the anchor's row
+    /// when there is an anchor.
     ///
     /// In first mode the scan follows the chosen order; in last mode it runs against it,
     /// because the page is the rows nearest the anchor on its preceding side.

@@ -48,6 +48,48 @@ async fn health_answers_ok_while_the_store_answers() {
     );
 }
 
+#[tokio::test]
+async fn health_turns_503_after_repeated_read_failures_until_a_read_succeeds() {
+    let store = FakeStore::failing_pages();
+    let fail_pages = Arc::clone(&store.fail_pages);
+    let app = App::new(Arc::new(store), AppConfig::default());
+    let health = || Request::get("/health").body(()).unwrap();
+    let page = || Request::get(ORACLE).body(()).unwrap();
+    // Two failures are bad luck; the third in a row says the store is unwell.
+    for _ in 0..2 {
+        assert_eq!(
+            through(&app, page()).await.0,
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        assert_eq!(through(&app, health()).await.0, StatusCode::OK);
+    }
+    assert_eq!(
+        through(&app, page()).await.0,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    let (status, body) = through(&app, health()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["code"], 14);
+    assert_eq!(
+        body["details"][0]["inner"],
+        "the last 3 reads of the store failed"
+    );
+    let (_, metrics) = through(&app, Request::get("/metrics").body(()).unwrap()).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"datanode_storage_failures_total{kind="corrupt"}"#
+        ),
+        Some(3.0)
+    );
+    // One good read is enough to call the store healthy again.
+    fail_pages.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(through(&app, page()).await.0, StatusCode::OK);
+    assert_eq!(through(&app, health()).await.0, StatusCode::OK);
+}
+
 /// Reads a whole response from an app shared between requests.
 async fn through(app: &App, request: Request<()>) -> (StatusCode, Vec<u8>) {
     let response = app.handle(request).await;

@@ -32,10 +32,11 @@ const BEFORE_ALL: Position = Position {
     block: 0,
     seq: 0,
 };
+/// The last position a cursor can name: stores keep positions in signed 64-bit columns.
 const AFTER_ALL: Position = Position {
     vega_time: i64::MAX,
-    block: u64::MAX,
-    seq: u64::MAX,
+    block: i64::MAX as u64,
+    seq: i64::MAX as u64,
 };
 
 /// The in-test storage: executes a [`Scan`] over rows sorted by position.

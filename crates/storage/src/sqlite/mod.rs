@@ -94,7 +94,7 @@ impl SqliteStore {
                 .query_row(sql, [], |row| row.get(0))
                 .optional()
                 .map_err(map_err)?;
-            Ok(bytes.map(|b| b.iter().map(|byte| format!("{byte:02x}")).collect()))
+            Ok(bytes.map(|bytes| ledger_core::hex::to_lower(&bytes)))
         };
         Ok(Examples {
             party: hex(

@@ -273,10 +273,11 @@ pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
     fill(writer);
     let cursor = |key| encode_cursor(position(key));
     let between = cursor((150, 0, 0));
-    // Beyond every block and sequence a store can hold: such a cursor saturates in SQL.
-    let huge = cursor((100, u64::MAX, u64::MAX));
+    // The largest block and sequence a cursor can name (larger ones are refused when decoded).
+    let max = i64::MAX as u64;
+    let huge = cursor((100, max, max));
     let first = cursor((i64::MIN, 0, 0));
-    let last = cursor((i64::MAX, u64::MAX, u64::MAX));
+    let last = cursor((i64::MAX, max, max));
     let (first_2, first_5, last_2, last_5) =
         (("first", "2"), ("first", "5"), ("last", "2"), ("last", "5"));
 

@@ -3,6 +3,7 @@
 //! Ids are a pure function of (seed, kind, index) rather than draws from the stream's RNG, so
 //! that tests and the demo can name a party or a market without generating anything.
 
+use ledger_core::hex::{self, LOWER, Pairs};
 use rand::Rng;
 
 /// What an id names; the discriminant salts the hash so kinds never share ids by construction.
@@ -51,34 +52,13 @@ pub(super) fn hex_id(seed: u64, kind: IdKind, index: u64) -> [u8; 64] {
     hex
 }
 
-/// Lowercase hex digits, as Vega writes party, asset and market ids.
-pub(super) const LOWER: &HexDigits = &hex_pairs(b"0123456789abcdef");
-/// Uppercase hex digits, as Tendermint prints block and transaction hashes.
-pub(super) const UPPER: &HexDigits = &hex_pairs(b"0123456789ABCDEF");
-
-/// The two hex digits of every byte value: encoding a byte at a time instead of a nibble at
-/// a time halves the work of the second-hottest spot of the generator.
-pub(super) type HexDigits = [[u8; 2]; 256];
-
-const fn hex_pairs(digits: &[u8; 16]) -> HexDigits {
-    let mut pairs = [[0u8; 2]; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        pairs[byte] = [digits[byte >> 4], digits[byte & 0xF]];
-        byte += 1;
-    }
-    pairs
-}
-
 /// Writes `word` as 16 hex digits into `out` (which must be 16 bytes long).
-fn encode_u64(word: u64, out: &mut [u8], digits: &HexDigits) {
-    for (pair, byte) in out.chunks_exact_mut(2).zip(word.to_be_bytes()) {
-        pair.copy_from_slice(&digits[usize::from(byte)]);
-    }
+fn encode_u64(word: u64, out: &mut [u8], digits: &Pairs) {
+    hex::encode_into(&word.to_be_bytes(), out, digits);
 }
 
 /// 64 random hex digits (a hash or a transfer id) drawn from `rng`.
-pub(super) fn random_hex(rng: &mut impl Rng, digits: &HexDigits) -> [u8; 64] {
+pub(super) fn random_hex(rng: &mut impl Rng, digits: &Pairs) -> [u8; 64] {
     let mut hex = [0u8; 64];
     for chunk in hex.chunks_exact_mut(16) {
         encode_u64(rng.random(), chunk, digits);

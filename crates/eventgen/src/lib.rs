@@ -16,8 +16,21 @@
 //!
 //! Output is streamed through a fixed-size buffer, so memory depends on the number of parties,
 //! assets and markets, never on the number of blocks.
+//!
+//! [`generate_as`] writes the same stream in another [`Format`]: as a Vega event buffer file,
+//! each line transcoded into a `bus_proto::BusEvent` record. [`GenerateConfig::other_events_share`]
+//! mixes in ACCOUNT events until they make that share of the stream, as the many event types a
+//! data node skips do in a real one. [`GenerateConfig::DEFAULT`] is the one definition of the
+//! defaults; the `serde` and `clap` features derive the traits tools need on the config and the
+//! format.
+//!
+//! This crate must not know storage, ingest or HTTP: it only writes bytes.
+
+// Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod accounts;
+mod buffer;
 mod events;
 mod ids;
 mod json;
@@ -32,13 +45,23 @@ use std::io::{self, Write};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use buffer::BufferEncoder;
 use events::Block;
-use ids::{IdKind, IdTable, UPPER, hex_id, random_hex};
+use ids::{IdKind, IdTable, hex_id, random_hex};
 use ledger::Ledger;
+use ledger_core::hex::UPPER;
 use oracle::OracleFeed;
 
 /// Sizes and seed; the same config always yields the same bytes.
-#[derive(Clone, Debug)]
+///
+/// With the `serde` feature it (de)serializes with its field names; fields missing from the
+/// input take their [`GenerateConfig::DEFAULT`] values.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct GenerateConfig {
     /// Seeds both the event stream and the ids.
     pub seed: u64,
@@ -63,23 +86,38 @@ pub struct GenerateConfig {
     /// Fraction (0.0–1.0) of ledger entries that involve party 0; the other entries then
     /// avoid party 0 where they can, so the share is close to exact.
     pub whale_share: f64,
+    /// Share (0 to below 1) of all events that are ACCOUNT events mixed in between the others:
+    /// valid events of a type the data node does not store, as most of a real stream is. They
+    /// come from a random stream of their own, so the stored events are the same whatever the
+    /// share (only the sequence numbers in their ids move). Beside them, about one block in
+    /// eight carries one ACCOUNT event even at share 0.
+    pub other_events_share: f64,
+}
+
+impl GenerateConfig {
+    /// The defaults: the demo database's stream, and every flag's default in `server generate`.
+    ///
+    /// A `const` rather than only a `Default` impl, so that clap attributes
+    /// (`default_value_t = GenerateConfig::DEFAULT.seed`) and other constants can read it.
+    pub const DEFAULT: GenerateConfig = GenerateConfig {
+        seed: 42,
+        blocks: 2000,
+        parties: 50,
+        assets: 3,
+        markets: 4,
+        specs: 20,
+        entries_per_block: 20,
+        oracle_data_per_block: 4,
+        start_height: 1_000_001,
+        start_time_nanos: 1_690_000_000_000_000_000,
+        whale_share: 0.0,
+        other_events_share: 0.0,
+    };
 }
 
 impl Default for GenerateConfig {
     fn default() -> Self {
-        GenerateConfig {
-            seed: 42,
-            blocks: 2000,
-            parties: 50,
-            assets: 3,
-            markets: 4,
-            specs: 20,
-            entries_per_block: 20,
-            oracle_data_per_block: 4,
-            start_height: 1_000_001,
-            start_time_nanos: 1_690_000_000_000_000_000,
-            whale_share: 0.0,
-        }
+        GenerateConfig::DEFAULT
     }
 }
 
@@ -94,16 +132,56 @@ pub struct GenerateSummary {
     pub ledger_entries: u64,
     /// ORACLE_DATA events.
     pub oracle_data: u64,
+    /// Events of types the data node does not store (ACCOUNT), included in `events`.
+    pub other_events: u64,
 }
 
-/// Writes the stream described by `config` to `out` and returns what it wrote.
+/// How the stream is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
+pub enum Format {
+    /// Newline-delimited protobuf-JSON `BusEvent`s, one per line.
+    #[default]
+    Ndjson,
+    /// A Vega event buffer file: length-prefixed protobuf `BusEvent` records, numbered from 0.
+    VegaBuffer,
+}
+
+/// Writes the stream described by `config` to `out` as NDJSON and returns what it wrote.
 ///
-/// The stream is buffered internally, so `out` need not be a `BufWriter`; it is flushed at
-/// the end. Fails with [`io::ErrorKind::InvalidInput`] when the config cannot be honoured
-/// (fewer than 2 parties, no asset or market, `whale_share` outside 0–1, heights or
-/// timestamps that would overflow), before anything is written.
+/// The same as [`generate_as`] with [`Format::Ndjson`].
 pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<GenerateSummary> {
+    generate_as(config, Format::Ndjson, out)
+}
+
+/// Writes the stream described by `config` to `out` in `format` and returns what it wrote.
+///
+/// Both formats hold the same events in the same order with the same ids, so ingesting
+/// either gives the same database. The stream is buffered internally, so `out` need not be a
+/// `BufWriter`; it is flushed at the end. Fails with [`io::ErrorKind::InvalidInput`] when the
+/// config cannot be honoured (fewer than 2 parties, no asset or market, `whale_share` outside
+/// 0–1, `other_events_share` outside 0 to below 1, heights or timestamps that would
+/// overflow), before anything is written.
+pub fn generate_as<W: Write>(
+    config: &GenerateConfig,
+    format: Format,
+    out: &mut W,
+) -> io::Result<GenerateSummary> {
     validate(config)?;
+    let mut encoder = match format {
+        Format::Ndjson => None,
+        Format::VegaBuffer => Some(BufferEncoder::default()),
+    };
+    let mut emit = |lines: &[u8], out: &mut W| match encoder.as_mut() {
+        None => out.write_all(lines),
+        Some(encoder) => encoder.write(lines, out),
+    };
+    let mut other_events = OtherEvents::new(config);
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let ids = IdTable::new(
         config.seed,
@@ -127,6 +205,10 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
 
         block.write_begin_block(&mut buf, &mut rng);
         block.write_time_update(&mut buf);
+        // TIME_UPDATE stays right after BEGIN_BLOCK, as Vega writes it; the owed share of
+        // other events follows.
+        other_events.owe(2);
+        summary.other_events += other_events.write(&mut buf, &mut block, &ids, &ledger);
 
         let mut entries_left = u64::from(config.entries_per_block);
         let mut oracle_left = u64::from(config.oracle_data_per_block);
@@ -146,22 +228,72 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
                 block.write_oracle_data(&mut buf, &mut rng, &ids, &mut feed);
             } else {
                 accounts_left -= 1;
+                summary.other_events += 1;
                 block.write_account(&mut buf, &mut rng, &ids, &ledger);
             }
+            other_events.owe(1);
+            summary.other_events += other_events.write(&mut buf, &mut block, &ids, &ledger);
             // Flushing per event, not per block, bounds memory even for huge blocks.
             if buf.len() >= FLUSH_AT {
-                out.write_all(&buf)?;
+                emit(&buf, out)?;
                 buf.clear();
             }
         }
 
         block.write_end_block(&mut buf, &mut rng);
+        other_events.owe(1);
         summary.events += u64::from(block.n_events());
         summary.blocks += 1;
     }
-    out.write_all(&buf)?;
+    emit(&buf, out)?;
     out.flush()?;
     Ok(summary)
+}
+
+/// The ACCOUNT events mixed in at `other_events_share`, by error diffusion: every other event
+/// adds `share / (1 - share)` to what is owed, and whole owed events are written at the next
+/// point inside a block, so the share is exact over the stream up to the last block's rest.
+struct OtherEvents {
+    /// Their own random stream, so that mixing them in leaves every other draw unchanged.
+    rng: ChaCha8Rng,
+    per_event: f64,
+    owed: f64,
+}
+
+impl OtherEvents {
+    /// Salts the seed of their random stream (the fractional part of the golden ratio).
+    const SEED_SALT: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    fn new(config: &GenerateConfig) -> OtherEvents {
+        let share = config.other_events_share;
+        OtherEvents {
+            rng: ChaCha8Rng::seed_from_u64(config.seed ^ Self::SEED_SALT),
+            per_event: share / (1.0 - share),
+            owed: 0.0,
+        }
+    }
+
+    /// Records that `n_events` stored events were written.
+    fn owe(&mut self, n_events: u32) {
+        self.owed += f64::from(n_events) * self.per_event;
+    }
+
+    /// Writes the whole events owed and returns how many.
+    fn write(
+        &mut self,
+        buf: &mut Vec<u8>,
+        block: &mut Block,
+        ids: &IdTable,
+        ledger: &Ledger,
+    ) -> u64 {
+        let mut written = 0;
+        while self.owed >= 1.0 {
+            self.owed -= 1.0;
+            written += 1;
+            block.write_account(buf, &mut self.rng, ids, ledger);
+        }
+        written
+    }
 }
 
 /// Handy for tests and the demo: the id of party `index` (64 lowercase hex digits).
@@ -174,16 +306,12 @@ pub fn asset_id(config: &GenerateConfig, index: u32) -> String {
     id_string(config, IdKind::Asset, index)
 }
 
-/// The id of market `index` (64 lowercase hex digits).
-pub fn market_id(config: &GenerateConfig, index: u32) -> String {
-    id_string(config, IdKind::Market, index)
-}
-
 /// The id of oracle spec `index` (64 lowercase hex digits).
 pub fn spec_id(config: &GenerateConfig, index: u32) -> String {
     id_string(config, IdKind::Spec, index)
 }
 
+/// The id of `kind` number `index` (64 lowercase hex digits).
 fn id_string(config: &GenerateConfig, kind: IdKind, index: u32) -> String {
     hex_id(config.seed, kind, u64::from(index))
         .iter()
@@ -207,6 +335,9 @@ fn validate(config: &GenerateConfig) -> io::Result<()> {
     }
     if !(0.0..=1.0).contains(&config.whale_share) {
         return invalid("whale_share must be between 0 and 1");
+    }
+    if !(0.0..1.0).contains(&config.other_events_share) {
+        return invalid("other_events_share must be at least 0 and below 1");
     }
     if config.start_height.checked_add(config.blocks).is_none() {
         return invalid("block heights would overflow");

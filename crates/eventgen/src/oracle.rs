@@ -3,7 +3,7 @@
 use rand::Rng;
 
 use super::ids::IdTable;
-use super::json::{one_percent, push_i64, push_quoted, push_u64};
+use super::json::{one_percent, push_decimal, push_i64, push_quoted};
 
 /// Price feeds the oracle reports on, as `prices.<symbol>.value`.
 const SYMBOLS: [&str; 6] = ["BTC", "ETH", "SOL", "TSLA", "AAPL", "EURUSD"];
@@ -69,7 +69,7 @@ impl OracleFeed {
         buf.extend_from_slice(br#"],"data":[{"name":"prices."#);
         buf.extend_from_slice(pick(rng, &SYMBOLS).as_bytes());
         buf.extend_from_slice(br#".value","value":""#);
-        push_u64(buf, rng.random_range(1_000_000..1_000_000_000));
+        push_decimal(buf, rng.random_range(1_000_000_u64..1_000_000_000));
         buf.extend_from_slice(b"\"}");
         let block_seconds = block_time.div_euclid(1_000_000_000);
         if rng.random_ratio(3, 10) {
@@ -108,7 +108,7 @@ impl OracleFeed {
         if rng.random_ratio(11, 20) {
             self.eth_height += rng.random_range(0..=2);
             buf.extend_from_slice(br#","metaData":[{"name":"eth-block-height","value":""#);
-            push_u64(buf, self.eth_height);
+            push_decimal(buf, self.eth_height);
             buf.extend_from_slice(br#""},{"name":"eth-block-time","value":"#);
             push_i64(buf, block_seconds, false);
             buf.extend_from_slice(b"}]");

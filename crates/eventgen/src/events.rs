@@ -3,10 +3,11 @@
 use rand::Rng;
 
 use super::accounts::{Account, Entry};
-use super::ids::{IdTable, LOWER, UPPER, random_hex};
-use super::json::{one_percent, push_i64, push_int, push_quoted, push_u64};
+use super::ids::{IdTable, random_hex};
+use super::json::{one_percent, push_decimal, push_i64, push_int, push_quoted};
 use super::ledger::Ledger;
 use super::oracle::OracleFeed;
+use ledger_core::hex::{LOWER, UPPER};
 
 const CHAIN_ID: &str = "vega-mainnet-0011";
 
@@ -47,7 +48,7 @@ impl Block {
         self.seq = 0;
         self.id_head.clear();
         self.id_head.extend_from_slice(br#"{"id":""#);
-        push_u64(&mut self.id_head, height);
+        push_decimal(&mut self.id_head, height);
         self.id_head.push(b'-');
         self.id_tail.clear();
         self.id_tail.extend_from_slice(br#"","block":"#);
@@ -62,7 +63,7 @@ impl Block {
     fn begin_event(&mut self, buf: &mut Vec<u8>, event_type: &str) {
         self.seq += 1;
         buf.extend_from_slice(&self.id_head);
-        push_u64(buf, u64::from(self.seq));
+        push_decimal(buf, self.seq);
         buf.extend_from_slice(&self.id_tail);
         buf.extend_from_slice(event_type.as_bytes());
         buf.extend_from_slice(br#"","version":1,"chainId":""#);

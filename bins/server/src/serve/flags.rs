@@ -1,0 +1,94 @@
+//! The flags of `serve`, and the configurations of the crates they become.
+//!
+//! Defaults are written once, in the `Default` impls of [`AppConfig`] and [`ServeConfig`]: the
+//! flags read theirs from there, so that `--help` and an embedder's default cannot disagree.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use clap::builder::RangedU64ValueParser;
+use http_api::{AllowedOrigins, AppConfig, ServeConfig};
+
+/// Flags of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// SQLite database to serve [default: ./datanode.sqlite, created with demo data if missing
+    /// and no --ingest is given]. An explicit path is never filled with demo data.
+    #[arg(long, env = "DATANODE_DB")]
+    pub db: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "DATANODE_LISTEN", default_value = "127.0.0.1:3008")]
+    pub listen: SocketAddr,
+    /// Once listening, write the bound address (e.g. 127.0.0.1:3008) and a newline to this file,
+    /// atomically: for scripts that listen on port 0.
+    #[arg(long, env = "DATANODE_ADDR_FILE", value_name = "PATH")]
+    pub addr_file: Option<PathBuf>,
+    /// Also ingest this event stream (a file, or - for standard input) while serving; readers
+    /// see each block once it is whole.
+    #[arg(long, env = "DATANODE_INGEST", value_name = "FILE|-")]
+    pub ingest: Option<String>,
+    /// Origins whose pages may read the answers: a comma-separated list, or * for any.
+    #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
+    cors_origins: String,
+    /// Exports allowed at once; more get 503 with Retry-After.
+    #[arg(long, env = "DATANODE_MAX_EXPORTS",
+          default_value_t = AppConfig::default().max_concurrent_exports)]
+    max_exports: usize,
+    /// Oracle data pages read at once; more wait up to a second, then get 503 with
+    /// Retry-After.
+    #[arg(long, env = "DATANODE_MAX_PAGES",
+          default_value_t = AppConfig::default().max_concurrent_pages)]
+    max_pages: usize,
+    /// Connections served at once. When all are taken, the oldest connection that has not sent a
+    /// request yet is closed to make room; if every one has, new ones wait in the listen
+    /// backlog.
+    #[arg(long, env = "DATANODE_MAX_CONNECTIONS",
+          default_value_t = ServeConfig::default().max_connections,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Seconds a request head may take to arrive: the first counted from the connection's
+    /// accept (a connection that sends nothing is closed then), later ones from when the server
+    /// waits for them.
+    #[arg(long, env = "DATANODE_HEADER_TIMEOUT_SECS",
+          default_value_t = ServeConfig::default().header_read_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_secs: u64,
+    /// Seconds a connection that has sent requests may stay open with none in flight.
+    #[arg(long, env = "DATANODE_IDLE_TIMEOUT_SECS",
+          default_value_t = ServeConfig::default().idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_secs: u64,
+    /// Largest request head accepted, in bytes (431 beyond it).
+    #[arg(long, env = "DATANODE_MAX_HEADER_BYTES",
+          default_value_t = ServeConfig::default().max_header_bytes,
+          value_parser = RangedU64ValueParser::<usize>::new().range(8192..))]
+    max_header_bytes: usize,
+    /// Seconds that requests in flight get to finish after SIGTERM or SIGINT.
+    #[arg(long, env = "DATANODE_GRACE_SECS",
+          default_value_t = ServeConfig::default().grace.as_secs())]
+    grace_secs: u64,
+}
+
+impl ServeArgs {
+    /// The service's configuration.
+    pub fn app_config(&self) -> AppConfig {
+        AppConfig {
+            max_concurrent_exports: self.max_exports,
+            max_concurrent_pages: self.max_pages,
+            cors: AllowedOrigins::parse(&self.cors_origins),
+        }
+    }
+
+    /// The listener's configuration.
+    pub fn serve_config(&self) -> ServeConfig {
+        ServeConfig {
+            grace: Duration::from_secs(self.grace_secs),
+            max_connections: self.max_connections,
+            header_read_timeout: Duration::from_secs(self.header_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            max_header_bytes: self.max_header_bytes,
+        }
+    }
+}
