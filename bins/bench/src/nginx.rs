@@ -155,6 +155,10 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
         "bench: whale export, ours and nginx's alternately x{}",
         plan.export_runs
     );
+    // One untimed export from each first: nginx's copy was just written and may have left the
+    // page cache (this machine reclaims it quickly), and the comparison is with a cached file.
+    export::once(ours, &plan.export.path).await?;
+    export::once(nginx.addr, &export_path).await?;
     let mut times = (Vec::new(), Vec::new());
     let mut shapes = (None, None);
     for _ in 0..plan.export_runs {
