@@ -118,15 +118,17 @@ pub(crate) async fn measure(
     })
 }
 
-struct Run {
-    rows: u64,
-    bytes: u64,
-    time: Duration,
+/// One export, read whole.
+pub(crate) struct Run {
+    pub(crate) rows: u64,
+    pub(crate) bytes: u64,
+    pub(crate) time: Duration,
     ttfb: Duration,
     first_row: Duration,
 }
 
-async fn once(addr: SocketAddr, path: &str) -> Result<Run> {
+/// Reads the export at `path` once, on a new connection.
+pub(crate) async fn once(addr: SocketAddr, path: &str) -> Result<Run> {
     let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
     let started = Instant::now();
     connection.send(path, Accept::Csv).await?;

@@ -36,6 +36,8 @@ pub(crate) struct Connection {
 #[derive(Debug)]
 pub(crate) struct Head {
     pub(crate) status: u16,
+    /// The `Content-Type` header, as sent.
+    pub(crate) content_type: Option<String>,
     content_length: Option<u64>,
     chunked: bool,
 }
@@ -93,6 +95,7 @@ impl Connection {
             })?;
         let mut head = Head {
             status,
+            content_type: None,
             content_length: None,
             chunked: false,
         };
@@ -109,6 +112,8 @@ impl Connection {
             let value = value.trim();
             if name.eq_ignore_ascii_case("content-length") {
                 head.content_length = Some(value.parse().context("bad content-length")?);
+            } else if name.eq_ignore_ascii_case("content-type") {
+                head.content_type = Some(value.to_owned());
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
                 head.chunked = value.to_ascii_lowercase().contains("chunked");
             }

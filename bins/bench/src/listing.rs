@@ -144,7 +144,8 @@ pub(crate) async fn measure(
     Ok(results)
 }
 
-async fn throughput_run(
+/// `clients` keep-alive connections asking for `path` back to back for `duration`.
+pub(crate) async fn throughput_run(
     addr: SocketAddr,
     path: &str,
     clients: u32,

@@ -7,7 +7,9 @@
 //!    the ledger export of the largest party (whole, one asset, a 1% time window, and a slow
 //!    reader while the server's memory is sampled) and pages of the oracle data listing (latency
 //!    percentiles, throughput at 1 and 4 clients).
-//! 4. Prints a table and writes the same figures as JSON to `<dir>/results.json`.
+//! 4. Compares the server with nginx serving a copy of the same answers (the whale's export and
+//!    a page of 100), the requests of both interleaved: the machine's own limit, as a ratio.
+//! 5. Prints a table and writes the same figures as JSON to `<dir>/results.json`.
 //!
 //! The dataset and database are reused by the next run with the same flags, so that repeated
 //! runs measure the server rather than the generator. The `server` binary is looked up next to
@@ -22,6 +24,7 @@ mod dataset;
 mod export;
 mod http_client;
 mod listing;
+mod nginx;
 mod process;
 mod render;
 mod report;
@@ -61,6 +64,10 @@ struct Cli {
     /// The server binary [default: `server` next to this executable].
     #[arg(long)]
     server: Option<PathBuf>,
+    /// The nginx binary of the baseline (Debian: `apt-get install -y nginx-light`); without
+    /// it the ratios against nginx are skipped.
+    #[arg(long, default_value = nginx::DEFAULT_BINARY)]
+    nginx: PathBuf,
     /// Also write the results as JSON to this file (they always go to `<dir>/results.json`).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -125,7 +132,7 @@ fn run(cli: Cli) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let measured = runtime.block_on(measure(&cli, &ingest.manifest, &server_process))?;
+    let measured = runtime.block_on(measure(&cli, &dir, &ingest.manifest, &server_process))?;
     let serve_command = server_process.command.clone();
     server_process.stop()?;
 
@@ -211,10 +218,12 @@ pub(crate) struct Measured {
     pub(crate) pages: Vec<listing::PageResult>,
     pub(crate) deep_depth: u64,
     pub(crate) memory_at_end: Option<process::Memory>,
+    pub(crate) nginx: nginx::Baseline,
 }
 
 async fn measure(
     cli: &Cli,
+    dir: &Path,
     manifest: &dataset::Manifest,
     server: &ServerProcess,
 ) -> Result<Measured> {
@@ -254,12 +263,27 @@ async fn measure(
         page_cases.len()
     );
     let pages = listing::measure(addr, &page_cases, &plan).await?;
+    let memory_at_end = process::memory(server.pid()).ok();
+
+    // Last, so that the figures above are measured as they always were.
+    let nginx_plan = nginx::Plan {
+        binary: &cli.nginx,
+        dir: dir.join("nginx"),
+        // Our server's runtime has a worker thread per core.
+        workers: std::thread::available_parallelism().map_or(1, usize::from),
+        export: &cases[0],
+        export_runs: cli.export_runs,
+        page: &page_cases[0],
+        throughput: plan.throughput,
+    };
+    let nginx = nginx::compare(addr, &nginx_plan).await;
     Ok(Measured {
         server_addr: addr,
         slow_reader,
         exports,
         pages,
         deep_depth,
-        memory_at_end: process::memory(server.pid()).ok(),
+        memory_at_end,
+        nginx,
     })
 }

@@ -1,6 +1,7 @@
 //! The results as plain-text tables, for the terminal.
 
 use crate::listing::CLIENTS;
+use crate::nginx::Baseline;
 use crate::report::Results;
 
 /// The results as plain-text tables.
@@ -150,6 +151,8 @@ pub(crate) fn render(results: &Results) -> String {
         );
     }
 
+    out += &nginx(&results.nginx);
+
     out += "\ntargets\n";
     let rows: Vec<Vec<String>> = results
         .targets
@@ -168,6 +171,61 @@ pub(crate) fn render(results: &Results) -> String {
         })
         .collect();
     out += &table(&["figure", "value", "goal", ""], &rows);
+    out
+}
+
+/// Our answers against nginx's copies of them.
+fn nginx(baseline: &Baseline) -> String {
+    let mut out = format!(
+        "\nagainst nginx ({}{}) serving the same bytes, requests interleaved\n",
+        baseline.binary,
+        baseline
+            .version
+            .as_ref()
+            .map_or(String::new(), |version| format!(", {version}")),
+    );
+    if let Some(reason) = &baseline.skipped {
+        out += &format!("skipped: {reason}\n");
+    }
+    let mut rows = Vec::new();
+    if let Some(export) = &baseline.export {
+        rows.push(vec![
+            format!(
+                "{}, {:.1} MB, time ms",
+                export.name,
+                export.bytes as f64 / 1e6
+            ),
+            spread(
+                export.ours.p50_ms,
+                export.ours.min_ms,
+                export.ours.max_ms,
+                1,
+            ),
+            spread(
+                export.nginx.p50_ms,
+                export.nginx.min_ms,
+                export.nginx.max_ms,
+                1,
+            ),
+            format!("{:.2}x the time", export.time_ratio),
+        ]);
+    }
+    for page in &baseline.pages {
+        rows.push(vec![
+            format!(
+                "{}, {} B, req/s x{}",
+                page.name,
+                int_u(page.body_bytes as u64),
+                page.clients
+            ),
+            int(page.ours_per_sec),
+            int(page.nginx_per_sec),
+            format!("{:.2} of the rate", page.rate_ratio),
+        ]);
+    }
+    if !rows.is_empty() {
+        out += &table(&["answer", "ours", "nginx", "ratio"], &rows);
+    }
     out
 }
 

@@ -12,6 +12,7 @@ use crate::Measured;
 use crate::dataset::{Generated, IngestRecord, Ingested};
 use crate::export::{ExportResult, SlowReaderResult};
 use crate::listing::PageResult;
+use crate::nginx::Baseline;
 use crate::process::Memory;
 use crate::render::int;
 
@@ -42,6 +43,8 @@ pub(crate) struct Results {
     /// Median latency of the 90%-deep page over that of the first page.
     pub(crate) deep_over_first_p50: f64,
     pub(crate) server_memory_at_end: Option<Memory>,
+    /// The same answers from nginx, measured interleaved with ours.
+    pub(crate) nginx: Baseline,
     pub(crate) targets: Vec<Target>,
 }
 
@@ -135,6 +138,7 @@ impl Results {
             deep_page_depth: measured.deep_depth,
             deep_over_first_p50,
             server_memory_at_end: measured.memory_at_end,
+            nginx: measured.nginx,
             targets: Vec::new(),
         };
         results.targets = targets(&results);
@@ -192,6 +196,23 @@ fn targets(results: &Results) -> Vec<Target> {
         1.2,
         "x",
     ));
+    // Issue 13's goals: close to the machine's limit, nginx serving the same bytes.
+    if let Some(export) = &results.nginx.export {
+        targets.push(at_most(
+            "whale export time / nginx's",
+            export.time_ratio,
+            2.0,
+            "x",
+        ));
+    }
+    if let Some(page) = results.nginx.pages.iter().max_by_key(|page| page.clients) {
+        targets.push(Target {
+            name: format!("page req/s x{} / nginx's", page.clients),
+            value: page.rate_ratio,
+            goal: ">= 0.67 x".to_owned(),
+            met: page.rate_ratio >= 0.67,
+        });
+    }
     targets
 }
 
