@@ -23,6 +23,7 @@
 mod dataset;
 mod export;
 mod http_client;
+mod ingest_formats;
 mod listing;
 mod nginx;
 mod process;
@@ -61,6 +62,10 @@ struct Cli {
     /// Ingest the existing dataset again (to measure the ingest) without regenerating it.
     #[arg(long)]
     reingest: bool,
+    /// Measure only the ingest: the dataset as NDJSON, as a Vega event buffer file, and as a
+    /// buffer file where 90% of the events are of types the server skips, side by side.
+    #[arg(long)]
+    ingest_formats: bool,
     /// The server binary [default: `server` next to this executable].
     #[arg(long)]
     server: Option<PathBuf>,
@@ -121,6 +126,9 @@ fn run(cli: Cli) -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let server = process::locate_server(cli.server.as_deref())?;
     let config = cli.dataset.config();
+    if cli.ingest_formats {
+        return ingest_formats::run(&dir, &server, &config);
+    }
 
     let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;
     let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;

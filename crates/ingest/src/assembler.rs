@@ -22,6 +22,11 @@ struct OpenBlock {
     stored: Option<BlockState>,
     vega_time: Option<i64>,
     last_seq: u64,
+    /// The highest sequence number taken into this block in this run: a resent event at or
+    /// below it is a duplicate.
+    seen_seq: Option<u64>,
+    /// Its peer went away mid-block: only the same block's events may continue it.
+    interrupted: bool,
     ledger_rows: Vec<LedgerRow>,
     oracle_rows: Vec<OracleRow>,
     events: u64,
@@ -93,11 +98,17 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 let event = match message {
                     Message::Event(event) => event,
                     Message::PeerGone => {
-                        // The rest of the open block comes again on a new connection; what is
+                        // The rest of the open block may come on the next connection; what is
                         // complete is committed now.
-                        if let Some(block) = self.block.take() {
-                            self.stats.incomplete_events += block.events;
+                        if let Some(block) = &mut self.block {
+                            block.interrupted = true;
                         }
+                        self.commit()?;
+                        continue;
+                    }
+                    Message::Refused => {
+                        // The refused record may have belonged to the open block: drop it whole.
+                        self.drop_block();
                         self.commit()?;
                         continue;
                     }
@@ -146,6 +157,13 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 .is_some_and(|started| started.elapsed() >= self.options.max_batch_age)
     }
 
+    /// Drops the open block, if any, as incomplete.
+    fn drop_block(&mut self) {
+        if let Some(block) = self.block.take() {
+            self.stats.incomplete_events += block.events;
+        }
+    }
+
     /// Takes one event; returns true when it closed a block.
     fn accept(&mut self, event: Prepared) -> Result<bool, IngestError> {
         let mut closed = false;
@@ -155,17 +173,26 @@ impl<'o, 'p> Assembler<'o, 'p> {
             .is_some_and(|block| block.height != event.height)
         {
             let block = self.block.take().expect("checked above");
-            self.close(block);
-            closed = true;
+            if block.interrupted {
+                // Its peer went away and the next one went on with another block: its rest
+                // never came.
+                self.stats.incomplete_events += block.events;
+            } else {
+                self.close(block);
+                closed = true;
+            }
         }
         if self.block.is_none() {
             self.open(event.height)?;
         }
         let block = self.block.as_mut().expect("opened above");
+        block.interrupted = false;
         block.last_seq = block.last_seq.max(event.seq);
         let skip = block
             .stored
-            .is_some_and(|stored| event.seq <= stored.last_seq);
+            .is_some_and(|stored| event.seq <= stored.last_seq)
+            || block.seen_seq.is_some_and(|seen| event.seq <= seen);
+        block.seen_seq = block.seen_seq.max(Some(event.seq));
         if skip {
             self.stats.skipped_events += 1;
         } else {
@@ -255,6 +282,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
             stored,
             vega_time: stored.and_then(|s| s.vega_time),
             last_seq: 0,
+            seen_seq: None,
+            interrupted: false,
             ledger_rows: Vec::new(),
             oracle_rows: Vec::new(),
             events: 0,

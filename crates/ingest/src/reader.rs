@@ -26,8 +26,10 @@ pub(crate) type Chunk = Vec<Message>;
 pub(crate) enum Message {
     /// An event, its values encoded.
     Event(Prepared),
-    /// The peer of a live source went away: the open block is incomplete.
+    /// The peer of a live source went away: the open block waits for its rest.
     PeerGone,
+    /// A live source refused a record: the open block is dropped.
+    Refused,
     /// Why the reader stopped.
     Failed(IngestError),
 }
@@ -81,7 +83,7 @@ fn read_frames(
                     Err(cause) => {
                         let location = frames.location();
                         match frames.reject(IngestError::Record { location, cause }) {
-                            Ok(()) => chunk.push(Message::PeerGone),
+                            Ok(()) => chunk.push(Message::Refused),
                             Err(err) => {
                                 chunk.push(Message::Failed(err));
                                 send(chunk);
@@ -99,8 +101,11 @@ fn read_frames(
                     return;
                 }
             }
-            Step::PeerGone => {
-                chunk.push(Message::PeerGone);
+            Step::PeerGone | Step::Refused => {
+                chunk.push(match step {
+                    Step::PeerGone => Message::PeerGone,
+                    _ => Message::Refused,
+                });
                 if !send(chunk) {
                     return;
                 }

@@ -34,8 +34,14 @@ pub enum Step {
     /// pass on what is decoded, so that a quiet live stream is still committed.
     Drained,
     /// The peer of a live source went away: the block being assembled is incomplete and must
-    /// not be committed; its rest comes again, on a new connection.
+    /// not be committed yet. Its rest may come on the next connection (resent events are
+    /// skipped by their id); when that connection begins with another block instead, the
+    /// interrupted block is dropped.
     PeerGone,
+    /// A live source received what cannot be an event (a message over the bound) and closed
+    /// its connection: the block being assembled is dropped whole, as a file's would be, and
+    /// comes again whole on a new connection.
+    Refused,
     /// The input ended.
     End,
 }
@@ -61,7 +67,7 @@ pub trait Frames: Send {
     /// Told that the current record is not a valid event. A file stops the ingest with
     /// `error` (the default); a live source may instead drop what the record belonged to (a
     /// socket logs it and closes the connection) and return `Ok`: the block in progress is
-    /// then incomplete, as after [`Step::PeerGone`].
+    /// then dropped, as after [`Step::Refused`].
     ///
     /// # Errors
     /// `error`, when the ingest must stop.

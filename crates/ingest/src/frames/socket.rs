@@ -1,10 +1,10 @@
 //! Vega core's live event socket: one protobuf `BusEvent` per nanomsg pair message.
 //!
 //! The socket listens for one peer (core dials the data node and retries when refused);
-//! messages become records, and when the peer goes away, or sends a message that cannot be an
-//! event, the connection is closed, [`Step::PeerGone`] tells the assembler to drop the block
-//! in progress, and the next peer is accepted. A second peer while one is connected is
-//! refused and logged.
+//! messages become records. When the peer goes away, [`Step::PeerGone`] tells the assembler
+//! that the block in progress waits for its rest from the next peer; when it sends a message
+//! that cannot be an event, the connection is closed and [`Step::Refused`] drops that block.
+//! Then the next peer is accepted. A second peer while one is connected is refused and logged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,9 +80,8 @@ impl Socket {
     }
 
     /// Closes the connection, whose peer went away or sent what cannot be read.
-    fn close(&mut self) -> Step {
+    fn close(&mut self) {
         self.connection = None;
-        Step::PeerGone
     }
 }
 
@@ -124,16 +123,26 @@ impl Frames for Socket {
             }
             Ok(None) => {
                 tracing::info!(peer = %connection.source, "event source disconnected");
-                Ok(self.close())
+                self.close();
+                Ok(Step::PeerGone)
             }
             Err(RecvError::TimedOut) => {
                 self.refuse_pending();
                 Ok(Step::Drained)
             }
-            Err(error) => {
+            Err(error @ RecvError::TooLarge { .. }) => {
                 let location = self.location();
                 tracing::error!("{location}: {error}; closing the connection");
-                Ok(self.close())
+                self.close();
+                Ok(Step::Refused)
+            }
+            Err(error) => {
+                // Cut off mid-message or a failed read: the peer went away, and the part of a
+                // message it left is not an event.
+                let location = self.location();
+                tracing::warn!("{location}: {error}; closing the connection");
+                self.close();
+                Ok(Step::PeerGone)
             }
         }
     }

@@ -447,28 +447,51 @@ impl Frames for Script {
 }
 
 #[test]
-fn peer_gone_mid_block_drops_the_block_until_it_is_sent_again() {
-    let lines = three_blocks();
-    let good = text(&lines);
-    let records: Vec<_> = lines.iter().map(|line| Some(encode(line))).collect();
-    // Block 2 (records 6–10) is cut after its ledger event; the peer then resends from the
-    // start of block 2.
-    let mut steps = records[..8].to_vec();
-    steps.push(None);
-    steps.extend(records[5..].iter().cloned());
-    let temp = TempStore::new();
-    let script = Script {
-        steps: steps.into_iter(),
-        current: Vec::new(),
-        record: 0,
-    };
-    let stats = temp
-        .ingest_input(Input::frames(script), &IngestOptions::default())
-        .unwrap();
-    assert_eq!(stats.incomplete_events, 3);
-    assert_eq!(stats.events, 15);
-    assert_eq!(stats.skipped_events, 0);
-    assert_eq!(temp.snapshot(&good), TempStore::with(&good).snapshot(&good));
+fn a_block_cut_by_its_peer_waits_for_its_rest_on_the_next_connection() {
+    /// Block 2 (records 6–10) is cut after its ledger event (record 8); the next connection
+    /// starts at record `resume_from`. The store ends as one clean run of `stored` (the
+    /// indices of the records stored) leaves it.
+    #[track_caller]
+    fn check(resume_from: usize, stored: &[usize], (incomplete, skipped): (u64, u64)) {
+        let lines = three_blocks();
+        let records: Vec<_> = lines.iter().map(|line| Some(encode(line))).collect();
+        let mut steps = records[..8].to_vec();
+        steps.push(None);
+        steps.extend(records[resume_from..].iter().cloned());
+        let temp = TempStore::new();
+        let script = Script {
+            steps: steps.into_iter(),
+            current: Vec::new(),
+            record: 0,
+        };
+        let stats = temp
+            .ingest_input(Input::frames(script), &IngestOptions::default())
+            .unwrap();
+        let expected: Vec<String> = stored.iter().map(|&idx| lines[idx].clone()).collect();
+        let expected = text(&expected);
+        assert_eq!(
+            (stats.incomplete_events, stats.skipped_events),
+            (incomplete, skipped)
+        );
+        assert_eq!(stats.events, stored.len() as u64);
+        let all = text(&lines);
+        assert_eq!(
+            temp.snapshot(&all),
+            TempStore::with(&expected).snapshot(&all)
+        );
+    }
+
+    let all: Vec<usize> = (0..15).collect();
+    // Resent from the start of block 2: its first three events are duplicates.
+    check(5, &all, (0, 3));
+    // Resent from block 1, stored already and skipped: another block first drops what came of
+    // block 2, which then comes again whole.
+    check(0, &all, (3, 5));
+    // Continued where the first connection stopped.
+    check(8, &all, (0, 0));
+    // The next connection goes on with block 3: block 2's rest never comes, and it is dropped.
+    let without_block_2: Vec<usize> = (0..5).chain(10..15).collect();
+    check(10, &without_block_2, (3, 0));
 }
 
 #[test]
