@@ -29,6 +29,7 @@ mod nginx;
 mod process;
 mod render;
 mod report;
+mod socket;
 mod stats;
 
 use std::net::SocketAddr;
@@ -66,6 +67,10 @@ struct Cli {
     /// buffer file where 90% of the events are of types the server skips, side by side.
     #[arg(long)]
     ingest_formats: bool,
+    /// Measure only Vega's event socket: a continuation of the dataset sent over the socket
+    /// of `serve --ingest` as fast as it takes it, page latency idle and under that ingest.
+    #[arg(long, conflicts_with = "ingest_formats")]
+    socket: bool,
     /// The server binary [default: `server` next to this executable].
     #[arg(long)]
     server: Option<PathBuf>,
@@ -128,6 +133,9 @@ fn run(cli: Cli) -> Result<()> {
     let config = cli.dataset.config();
     if cli.ingest_formats {
         return ingest_formats::run(&dir, &server, &config);
+    }
+    if cli.socket {
+        return socket::run(&dir, &server, &config);
     }
 
     let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;

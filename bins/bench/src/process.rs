@@ -135,6 +135,16 @@ impl ServerProcess {
     /// its address file. Asking for port 0 and reading it back avoids the race of probing for a
     /// free port.
     pub(crate) fn start(server: &Path, db: &Path, dir: &Path) -> Result<Self> {
+        Self::start_with(server, db, dir, &[])
+    }
+
+    /// [`ServerProcess::start`] with more `serve` flags.
+    pub(crate) fn start_with(
+        server: &Path,
+        db: &Path,
+        dir: &Path,
+        flags: &[String],
+    ) -> Result<Self> {
         let log_path = dir.join("server.log");
         let addr_path = dir.join("server.addr");
         let _ = std::fs::remove_file(&addr_path);
@@ -146,6 +156,7 @@ impl ServerProcess {
             .args(["--listen", "127.0.0.1:0"])
             .arg("--addr-file")
             .arg(&addr_path)
+            .args(flags)
             // Debug logging would slow the server down.
             .env("RUST_LOG", "info");
         redirect(&mut command, &log_path)?;
