@@ -32,8 +32,8 @@ bench-small:
 demo:
     cargo run --release -- generate --output demo.ndjson && cargo run --release -- ingest --db demo.sqlite demo.ndjson
 
-# Run one fuzz target for SECONDS: cursor, http_request, ndjson_ingest, bus_event or sp_pair
-# (docs/FUZZING.md).
+# Run one fuzz target for SECONDS: cursor, http_request, ndjson_ingest, buffer_ingest, bus_event
+# or sp_pair (docs/FUZZING.md).
 # New inputs go to fuzz/runs/TARGET (not committed); the seeds in fuzz/corpus/TARGET are read only.
 fuzz TARGET SECONDS="600":
     mkdir -p fuzz/runs/{{TARGET}}

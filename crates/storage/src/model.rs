@@ -165,3 +165,23 @@ pub(crate) fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
     };
     (low <= high).then_some((low, high))
 }
+
+/// The `commit` of every backend's writer: an empty batch writes nothing; a failed one makes
+/// `forget_keys` drop the writer's cached dictionary keys, since the keys handed out inside the
+/// failed transaction are gone with it.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn commit_whole<W>(
+    writer: &mut W,
+    batch: &IngestBatch,
+    write: fn(&mut W, &IngestBatch) -> Result<(), Error>,
+    forget_keys: fn(&mut W),
+) -> Result<(), Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let result = write(writer, batch);
+    if result.is_err() {
+        forget_keys(writer);
+    }
+    result
+}

@@ -22,6 +22,9 @@ mod tag {
     pub(super) const LEDGER_MOVEMENTS: u32 = 102;
     pub(super) const ORACLE_DATA: u32 = 127;
     pub(super) const BEGIN_BLOCK: u32 = 148;
+    /// Members of the `event` oneof that `bus-proto` declares but the store does not read.
+    pub(super) const ACCOUNT: u32 = 105;
+    pub(super) const END_BLOCK: u32 = 149;
 }
 
 /// Decodes one `BusEvent`.
@@ -39,8 +42,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Event, RecordError> {
 struct Top<'a> {
     id: Option<&'a str>,
     event_type: i32,
-    /// The payload of the last `event` member seen that the store reads: its tag and bytes.
+    /// The payload of the `event` member, when the store reads it: its tag and bytes.
     payload: Option<(u32, &'a [u8])>,
+    /// Whether an `event` member was seen.
+    has_member: bool,
 }
 
 /// Reads the id, the type and the payload's place; `None` when the bytes are not simple
@@ -78,7 +83,20 @@ fn scan(mut buf: &[u8]) -> Option<Top<'_>> {
                     tag::TIME_UPDATE
                     | tag::LEDGER_MOVEMENTS
                     | tag::ORACLE_DATA
-                    | tag::BEGIN_BLOCK => top.payload = Some((tag, field)),
+                    | tag::BEGIN_BLOCK
+                    | tag::ACCOUNT
+                    | tag::END_BLOCK => {
+                        // A second member: protobuf merges a member repeated and lets a later
+                        // one replace an earlier one, which prost does on the slow path. Vega
+                        // writes one member; a scan that kept the last one would drop fields.
+                        if top.has_member {
+                            return None;
+                        }
+                        top.has_member = true;
+                        if tag != tag::ACCOUNT && tag != tag::END_BLOCK {
+                            top.payload = Some((tag, field));
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -223,4 +241,74 @@ fn oracle(data: bus_proto::Data) -> Result<oracle_core::OracleData, EventError> 
         error: data.error,
     }
     .into_domain()
+}
+
+#[cfg(test)]
+mod tests {
+    use bus_proto::bus_event::Event as Member;
+    use bus_proto::{Account, BeginBlock, BusEvent, LedgerMovements, event_type};
+    use prost::Message;
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    use super::{Body, decode};
+
+    fn event(r#type: i32, member: Member) -> Vec<u8> {
+        BusEvent {
+            id: "7-1".to_owned(),
+            r#type,
+            event: Some(member),
+            ..BusEvent::default()
+        }
+        .encode_to_vec()
+    }
+
+    /// `bytes` with one more length-delimited field.
+    fn with_field(mut bytes: Vec<u8>, tag: u32, payload: &[u8]) -> Vec<u8> {
+        encode_key(tag, WireType::LengthDelimited, &mut bytes);
+        encode_varint(payload.len() as u64, &mut bytes);
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// `bytes` decode as prost's canonical encoding of them does.
+    #[track_caller]
+    fn check_reads_as_prost(bytes: &[u8]) {
+        let canonical = BusEvent::decode(bytes).unwrap().encode_to_vec();
+        assert_ne!(canonical, bytes, "not a case for the slow path");
+        assert_eq!(
+            format!("{:?}", decode(bytes)),
+            format!("{:?}", decode(&canonical))
+        );
+    }
+
+    /// Found by the `bus_event` fuzz target: the scan kept only the last of two `beginBlock`
+    /// fields, so the block's time was lost.
+    #[test]
+    fn repeated_member_merges_as_protobuf_does() {
+        let begin = event(
+            event_type::BEGIN_BLOCK,
+            Member::BeginBlock(BeginBlock {
+                timestamp: 5,
+                ..BeginBlock::default()
+            }),
+        );
+        let more = BeginBlock {
+            height: 7,
+            ..BeginBlock::default()
+        };
+        let bytes = with_field(begin, 148, &more.encode_to_vec());
+        check_reads_as_prost(&bytes);
+        assert!(matches!(decode(&bytes).unwrap().body, Body::Time(5)));
+    }
+
+    #[test]
+    fn later_member_replaces_the_payload() {
+        let ledger = event(
+            event_type::LEDGER_MOVEMENTS,
+            Member::LedgerMovements(LedgerMovements::default()),
+        );
+        let bytes = with_field(ledger, 105, &Account::default().encode_to_vec());
+        check_reads_as_prost(&bytes);
+        assert!(decode(&bytes).is_err());
+    }
 }

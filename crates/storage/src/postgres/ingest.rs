@@ -317,14 +317,8 @@ impl IngestWriter for PgWriter {
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let result = self.write(batch);
-        if result.is_err() {
-            // Keys handed out inside the failed transaction are gone with it.
-            self.dictionaries = Dictionaries::default();
-        }
-        result
+        crate::model::commit_whole(self, batch, Self::write, |writer| {
+            writer.dictionaries = Dictionaries::default();
+        })
     }
 }

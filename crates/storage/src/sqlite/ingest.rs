@@ -8,7 +8,7 @@ use rusqlite::{
 };
 
 use super::{connect, map_err};
-use crate::{BlockState, Error, IngestBatch, IngestWriter};
+use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
 #[derive(Debug)]
@@ -104,97 +104,114 @@ impl SqliteWriter {
         })
     }
 
+    /// Writes the batch in one transaction: the ledger rows, the oracle data, then the blocks.
     fn write(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(map_err)?;
-        let dictionaries = &mut self.dictionaries;
-
-        // Inserting in clustered-key order touches each b-tree page once per batch instead of
-        // once per row.
-        let mut ledger = Vec::with_capacity(batch.ledger_rows.len());
-        for row in &batch.ledger_rows {
-            let party = dictionaries.key(&tx, Dictionary::Parties, row.party.as_bytes())?;
-            let asset = dictionaries.key(&tx, Dictionary::Assets, row.asset.as_bytes())?;
-            ledger.push((party, asset, row));
-        }
-        ledger.sort_unstable_by_key(|(party, asset, row)| (*party, *asset, row.key));
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO ledger_rows \
-                     (party, asset, vega_time, block, seq, idx, csv) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(map_err)?;
-            for (party, asset, row) in ledger {
-                insert
-                    .execute(params![
-                        party,
-                        asset,
-                        row.key.vega_time.nanos(),
-                        Error::signed("block height", row.key.block)?,
-                        Error::signed("sequence number", row.key.seq)?,
-                        row.key.index,
-                        row.csv_line,
-                    ])
-                    .map_err(map_err)?;
-            }
-        }
-
-        {
-            let mut insert_datum = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, json) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(map_err)?;
-            let mut insert_match = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO oracle_spec_data (spec, vega_time, block, seq) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(map_err)?;
-            for row in &batch.oracle_rows {
-                let (time, block, seq) = (
-                    row.position.vega_time,
-                    Error::signed("block height", row.position.block)?,
-                    Error::signed("sequence number", row.position.seq)?,
-                );
-                insert_datum
-                    .execute(params![time, block, seq, row.json])
-                    .map_err(map_err)?;
-                for spec in &row.matched_specs {
-                    let spec = dictionaries.key(&tx, Dictionary::Specs, spec.as_bytes())?;
-                    insert_match
-                        .execute(params![spec, time, block, seq])
-                        .map_err(map_err)?;
-                }
-            }
-        }
-
-        {
-            let mut upsert = tx
-                .prepare_cached(
-                    "INSERT INTO blocks (height, vega_time, last_seq) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (height) DO UPDATE SET \
-                     vega_time = coalesce(blocks.vega_time, excluded.vega_time), \
-                     last_seq = max(blocks.last_seq, excluded.last_seq)",
-                )
-                .map_err(map_err)?;
-            for block in &batch.blocks {
-                upsert
-                    .execute(params![
-                        Error::signed("block height", block.height)?,
-                        block.state.vega_time,
-                        Error::signed("sequence number", block.state.last_seq)?
-                    ])
-                    .map_err(map_err)?;
-            }
-        }
+        insert_ledger(&tx, &mut self.dictionaries, &batch.ledger_rows)?;
+        insert_oracle(&tx, &mut self.dictionaries, &batch.oracle_rows)?;
+        upsert_blocks(&tx, &batch.blocks)?;
         tx.commit().map_err(map_err)
     }
+}
+
+/// Inserts the ledger rows not stored yet.
+fn insert_ledger(
+    tx: &Transaction<'_>,
+    dictionaries: &mut Dictionaries,
+    rows: &[LedgerRow],
+) -> Result<(), Error> {
+    // Inserting in clustered-key order touches each b-tree page once per batch instead of
+    // once per row.
+    let mut ledger = Vec::with_capacity(rows.len());
+    for row in rows {
+        let party = dictionaries.key(tx, Dictionary::Parties, row.party.as_bytes())?;
+        let asset = dictionaries.key(tx, Dictionary::Assets, row.asset.as_bytes())?;
+        ledger.push((party, asset, row));
+    }
+    ledger.sort_unstable_by_key(|(party, asset, row)| (*party, *asset, row.key));
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO ledger_rows \
+             (party, asset, vega_time, block, seq, idx, csv) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(map_err)?;
+    for (party, asset, row) in ledger {
+        insert
+            .execute(params![
+                party,
+                asset,
+                row.key.vega_time.nanos(),
+                Error::signed("block height", row.key.block)?,
+                Error::signed("sequence number", row.key.seq)?,
+                row.key.index,
+                row.csv_line,
+            ])
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// Inserts the oracle data not stored yet, and which specs each matched.
+fn insert_oracle(
+    tx: &Transaction<'_>,
+    dictionaries: &mut Dictionaries,
+    rows: &[OracleRow],
+) -> Result<(), Error> {
+    let mut insert_datum = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, json) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(map_err)?;
+    let mut insert_match = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO oracle_spec_data (spec, vega_time, block, seq) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(map_err)?;
+    for row in rows {
+        let (time, block, seq) = (
+            row.position.vega_time,
+            Error::signed("block height", row.position.block)?,
+            Error::signed("sequence number", row.position.seq)?,
+        );
+        insert_datum
+            .execute(params![time, block, seq, row.json])
+            .map_err(map_err)?;
+        for spec in &row.matched_specs {
+            let spec = dictionaries.key(tx, Dictionary::Specs, spec.as_bytes())?;
+            insert_match
+                .execute(params![spec, time, block, seq])
+                .map_err(map_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Records the blocks, merged with what is stored of them (see [`crate::BlockRecord`]).
+fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Error> {
+    let mut upsert = tx
+        .prepare_cached(
+            "INSERT INTO blocks (height, vega_time, last_seq) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (height) DO UPDATE SET \
+             vega_time = coalesce(blocks.vega_time, excluded.vega_time), \
+             last_seq = max(blocks.last_seq, excluded.last_seq)",
+        )
+        .map_err(map_err)?;
+    for block in blocks {
+        upsert
+            .execute(params![
+                Error::signed("block height", block.height)?,
+                block.state.vega_time,
+                Error::signed("sequence number", block.state.last_seq)?
+            ])
+            .map_err(map_err)?;
+    }
+    Ok(())
 }
 
 impl IngestWriter for SqliteWriter {
@@ -227,14 +244,8 @@ impl IngestWriter for SqliteWriter {
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let result = self.write(batch);
-        if result.is_err() {
-            // Keys handed out inside the failed transaction are gone with it.
-            self.dictionaries = Dictionaries::default();
-        }
-        result
+        crate::model::commit_whole(self, batch, Self::write, |writer| {
+            writer.dictionaries = Dictionaries::default();
+        })
     }
 }
