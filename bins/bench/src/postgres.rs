@@ -53,14 +53,18 @@ impl PgTarget {
         Ok(row.get::<_, i64>(0) > 0)
     }
 
-    /// Drops the bench database (with its connections) and creates it empty.
+    /// Drops the bench database (with its connections) and creates it empty: two statements,
+    /// as neither may run inside a transaction block.
     fn recreate(&self, admin: &mut Client) -> Result<()> {
-        admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE); \
-                 CREATE DATABASE {BENCH_DATABASE}"
-            ))
-            .with_context(|| format!("cannot recreate the database {BENCH_DATABASE}"))
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)"),
+            format!("CREATE DATABASE {BENCH_DATABASE}"),
+        ] {
+            admin
+                .batch_execute(&sql)
+                .with_context(|| format!("cannot recreate the database {BENCH_DATABASE}"))?;
+        }
+        Ok(())
     }
 
     /// The bench database's size on disk.
