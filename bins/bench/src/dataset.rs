@@ -143,8 +143,23 @@ impl IngestRecord {
         db: &Path,
         server_fingerprint: String,
     ) -> Result<Self> {
+        Ok(Self::from_run(
+            run,
+            generated,
+            db_bytes(db)?,
+            server_fingerprint,
+        ))
+    }
+
+    /// The record of `run`, into a database of `db_bytes` bytes.
+    pub(crate) fn from_run(
+        run: &IngestRun,
+        generated: &Generated,
+        db_bytes: u64,
+        server_fingerprint: String,
+    ) -> Self {
         let secs = run.seconds.max(1e-9);
-        Ok(Self {
+        Self {
             command: run.command.clone(),
             seconds: run.seconds,
             entries_per_sec: generated.ledger_entries as f64 / secs,
@@ -152,10 +167,10 @@ impl IngestRecord {
             peak_rss_kib: run.peak_rss_kib,
             cpu_user_secs: run.cpu_user_secs,
             cpu_system_secs: run.cpu_system_secs,
-            db_bytes: db_bytes(db)?,
+            db_bytes,
             measured_at: crate::report::now(),
             server_fingerprint,
-        })
+        }
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
         }
-        let run = process::run_ingest(server, &db, &events, &dir)?;
+        let run = process::run_ingest(server, db.as_os_str(), &events, &dir)?;
         println!(
             "{name:<31} {:>12} {:>12} {:>9.2} {:>12.0} {:>12.0}",
             summary.events,

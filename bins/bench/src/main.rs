@@ -26,12 +26,14 @@ mod http_client;
 mod ingest_formats;
 mod listing;
 mod nginx;
+mod postgres;
 mod process;
 mod render;
 mod report;
 mod socket;
 mod stats;
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -96,6 +98,12 @@ struct Cli {
     /// Seconds of each throughput measurement (per page kind, at 1 and at 4 clients).
     #[arg(long, default_value_t = 3.0)]
     throughput_secs: f64,
+    /// Also measure PostgreSQL, beside SQLite: `postgres://USER@HOST:PORT/DB` names the server
+    /// and a database to connect to for administration. The bench ingests into a database of
+    /// its own there, `datanode_bench`, which it creates, and reuses on the next run as it
+    /// reuses the SQLite file.
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -138,36 +146,84 @@ fn run(cli: Cli) -> Result<()> {
         return socket::run(&dir, &server, &config);
     }
 
+    let pg = cli.db.as_deref().map(postgres::PgTarget::new).transpose()?;
     let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;
     let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;
-
-    let db = dataset::db_path(&dir);
-    eprintln!("bench: starting {} serve", server.display());
-    let server_process = ServerProcess::start(&server, &db, &dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let measured = runtime.block_on(measure(&cli, &dir, &ingest.manifest, &server_process))?;
-    let serve_command = server_process.command.clone();
-    server_process.stop()?;
+    let (manifest, dataset_reused) = (ingest.manifest.clone(), ingest.dataset_reused);
+    let db = dataset::db_path(&dir);
+    let mut backends = vec![(
+        "sqlite",
+        serve_and_measure(&cli, &runtime, &server, db.as_os_str(), &dir, ingest)?,
+    )];
+    if let Some(pg) = &pg {
+        let ingest =
+            postgres::ingest_step(&dir, &server, pg, &manifest, dataset_reused, cli.reingest)?;
+        let measured =
+            serve_and_measure(&cli, &runtime, &server, OsStr::new(&pg.url), &dir, ingest)?;
+        backends.push(("postgres", measured));
+    }
 
-    let results = report::Results::new(report::Inputs {
-        bench_command: std::env::args().collect::<Vec<_>>().join(" "),
-        serve_command,
-        dir: dir.clone(),
-        ingest,
-        measured,
-    });
-    println!("{}", render::render(&results));
-    let json = serde_json::to_vec_pretty(&results).context("cannot encode the results")?;
-    let mut outputs = vec![dir.join("results.json")];
-    outputs.extend(cli.json.clone());
-    for path in outputs {
-        std::fs::write(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("bench: results written to {}", path.display());
+    let mut all = Vec::new();
+    for (backend, (serve_command, ingest, measured)) in backends {
+        let results = report::Results::new(report::Inputs {
+            backend,
+            bench_command: std::env::args().collect::<Vec<_>>().join(" "),
+            serve_command,
+            dir: dir.clone(),
+            ingest,
+            measured,
+        });
+        println!("{backend}\n{}", render::render(&results));
+        let name = match backend {
+            "sqlite" => "results.json".to_owned(),
+            other => format!("results-{other}.json"),
+        };
+        write_json(&dir.join(name), &results)?;
+        all.push(results);
+    }
+    if all.len() > 1 {
+        println!("{}", render::side_by_side(&all));
+    }
+    if let Some(path) = &cli.json {
+        // One backend: its results, as in `<dir>/results.json`; with --db, a list of both.
+        match all.as_slice() {
+            [results] => write_json(path, results)?,
+            _ => write_json(path, &all)?,
+        }
     }
     Ok(())
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value).context("cannot encode the results")?;
+    std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("bench: results written to {}", path.display());
+    Ok(())
+}
+
+/// Serves `db` (a path or a URL) with `server serve` and measures it; returns the serve command.
+fn serve_and_measure(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+    server: &Path,
+    db: &OsStr,
+    dir: &Path,
+    ingest: dataset::Ingested,
+) -> Result<(String, dataset::Ingested, Measured)> {
+    let shown = storage::redact(&db.to_string_lossy());
+    eprintln!("bench: starting {} serve --db {shown}", server.display());
+    let server_process = ServerProcess::start(server, db, dir)?;
+    let measured = runtime.block_on(measure(cli, dir, &ingest.manifest, &server_process))?;
+    // A URL's password stays out of the results.
+    let serve_command = server_process
+        .command
+        .replace(&*db.to_string_lossy(), &shown);
+    server_process.stop()?;
+    Ok((serve_command, ingest, measured))
 }
 
 /// Ingests the dataset unless the database of an earlier run can be reused: same dataset,
@@ -208,7 +264,7 @@ fn ingest_step(
     );
     let run = process::run_ingest(
         server,
-        &db,
+        db.as_os_str(),
         &dataset::events_path(dir, manifest.generated.format),
         dir,
     )?;

@@ -1,6 +1,7 @@
 //! Child processes: finding the server binary, the measured ingest, the served server (killed
 //! when dropped, so that no error path leaves it running) and memory readings from `/proc`.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -64,8 +65,13 @@ pub(crate) struct IngestRun {
     pub(crate) cpu_system_secs: Option<f64>,
 }
 
-/// Runs `server ingest` on `events` into `db`, logging to `<dir>/ingest.log`.
-pub(crate) fn run_ingest(server: &Path, db: &Path, events: &Path, dir: &Path) -> Result<IngestRun> {
+/// Runs `server ingest` on `events` into `db` (a path or a URL), logging to `<dir>/ingest.log`.
+pub(crate) fn run_ingest(
+    server: &Path,
+    db: &OsStr,
+    events: &Path,
+    dir: &Path,
+) -> Result<IngestRun> {
     let log_path = dir.join("ingest.log");
     let time_path = dir.join("ingest.time");
     let _ = std::fs::remove_file(&time_path);
@@ -134,14 +140,14 @@ impl ServerProcess {
     /// Starts `server serve` on a port the kernel picks, and waits for it to write that port to
     /// its address file. Asking for port 0 and reading it back avoids the race of probing for a
     /// free port.
-    pub(crate) fn start(server: &Path, db: &Path, dir: &Path) -> Result<Self> {
+    pub(crate) fn start(server: &Path, db: &OsStr, dir: &Path) -> Result<Self> {
         Self::start_with(server, db, dir, &[])
     }
 
     /// [`ServerProcess::start`] with more `serve` flags.
     pub(crate) fn start_with(
         server: &Path,
-        db: &Path,
+        db: &OsStr,
         dir: &Path,
         flags: &[String],
     ) -> Result<Self> {

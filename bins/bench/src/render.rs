@@ -229,6 +229,67 @@ fn nginx(baseline: &Baseline) -> String {
     out
 }
 
+/// The main figures of several backends side by side, a column each.
+pub(crate) fn side_by_side(all: &[Results]) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut row = |name: String, cell: &dyn Fn(&Results) -> String| {
+        rows.push(std::iter::once(name).chain(all.iter().map(cell)).collect());
+    };
+    row("ingest entries/s".to_owned(), &|r| {
+        r.ingest
+            .record
+            .as_ref()
+            .map_or("n/a".to_owned(), |i| int(i.entries_per_sec))
+    });
+    row("ingest peak RSS".to_owned(), &|r| {
+        r.ingest
+            .record
+            .as_ref()
+            .and_then(|i| i.peak_rss_kib)
+            .map_or("n/a".to_owned(), mib)
+    });
+    row("database MB".to_owned(), &|r| {
+        r.ingest.record.as_ref().map_or("n/a".to_owned(), |i| {
+            format!("{:.0}", i.db_bytes as f64 / 1e6)
+        })
+    });
+    for (index, export) in all[0].exports.iter().enumerate() {
+        row(format!("export {}: rows/s", export.name), &|r| {
+            r.exports
+                .get(index)
+                .map_or("n/a".to_owned(), |e| int(e.rows_per_sec))
+        });
+        row(format!("export {}: TTFB p50 ms", export.name), &|r| {
+            r.exports
+                .get(index)
+                .map_or("n/a".to_owned(), |e| format!("{:.1}", e.ttfb.p50_ms))
+        });
+    }
+    row("slow reader: server peak RSS".to_owned(), &|r| {
+        mib(r.slow_reader.peak_rss_kib)
+    });
+    for (index, page) in all[0].oracle_pages.iter().enumerate() {
+        row(format!("page {}: p50 ms", page.name), &|r| {
+            r.oracle_pages
+                .get(index)
+                .map_or("n/a".to_owned(), |p| format!("{:.3}", p.latency.p50_ms))
+        });
+        row(format!("page {}: req/s x4", page.name), &|r| {
+            r.oracle_pages
+                .get(index)
+                .and_then(|p| p.throughput.last())
+                .map_or("n/a".to_owned(), |t| int(t.per_sec))
+        });
+    }
+    row("deep page p50 / first page p50".to_owned(), &|r| {
+        format!("{:.2}", r.deep_over_first_p50)
+    });
+    let header: Vec<&str> = std::iter::once("side by side")
+        .chain(all.iter().map(|r| r.backend))
+        .collect();
+    table(&header, &rows)
+}
+
 /// Columns padded to their widest cell: the first left-aligned, the others right-aligned.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();

@@ -18,6 +18,8 @@ use crate::render::int;
 
 /// What the run produced, before it is shaped into [`Results`].
 pub(crate) struct Inputs {
+    /// `sqlite` or `postgres`.
+    pub(crate) backend: &'static str,
     pub(crate) bench_command: String,
     pub(crate) serve_command: String,
     pub(crate) dir: PathBuf,
@@ -28,6 +30,8 @@ pub(crate) struct Inputs {
 /// Everything the run measured; `results.json` is this.
 #[derive(Debug, Serialize)]
 pub(crate) struct Results {
+    /// `sqlite` or `postgres`.
+    pub(crate) backend: &'static str,
     pub(crate) timestamp: String,
     pub(crate) machine: Machine,
     pub(crate) commands: Commands,
@@ -94,6 +98,7 @@ pub(crate) struct Target {
 impl Results {
     pub(crate) fn new(inputs: Inputs) -> Self {
         let Inputs {
+            backend,
             bench_command,
             serve_command,
             dir,
@@ -110,6 +115,7 @@ impl Results {
         };
         let deep_over_first_p50 = p50("page at 90% depth") / p50("first page").max(1e-9);
         let mut results = Self {
+            backend,
             timestamp: now(),
             machine: machine(),
             commands: Commands {
@@ -159,12 +165,14 @@ fn targets(results: &Results) -> Vec<Target> {
         goal: format!("<= {goal} {unit}"),
         met: value <= goal,
     };
+    let postgres = results.backend == "postgres";
     let mut targets = Vec::new();
     if let Some(record) = &results.ingest.record {
         targets.push(at_least(
             "ingest entries/s".to_owned(),
             record.entries_per_sec,
-            200_000.0,
+            // Issue 11 asks half of SQLite's rate of PostgreSQL, whose commits are round trips.
+            if postgres { 100_000.0 } else { 200_000.0 },
             "entries/s",
         ));
     }
@@ -212,6 +220,22 @@ fn targets(results: &Results) -> Vec<Target> {
             goal: ">= 0.67 x".to_owned(),
             met: page.rate_ratio >= 0.67,
         });
+    }
+    if postgres {
+        // Issue 11's latency goals, over HTTP.
+        for page in &results.oracle_pages {
+            let goal = if page.name == "spec 0, latest value" {
+                0.5
+            } else {
+                1.0
+            };
+            targets.push(at_most(
+                &format!("page p50: {}", page.name),
+                page.latency.p50_ms,
+                goal,
+                "ms",
+            ));
+        }
     }
     targets
 }

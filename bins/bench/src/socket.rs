@@ -41,7 +41,7 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
         .with_context(|| format!("cannot create {}", prefill.display()))?;
     eventgen::generate(config, &mut std::io::BufWriter::new(file))
         .context("cannot generate the dataset")?;
-    process::run_ingest(server, &db, &prefill, &dir)?;
+    process::run_ingest(server, db.as_os_str(), &prefill, &dir)?;
     std::fs::remove_file(&prefill).ok();
 
     // The continuation: the same shape at the following heights, later in time.
@@ -61,7 +61,7 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
     };
     let serving = ServerProcess::start_with(
         server,
-        &db,
+        db.as_os_str(),
         &dir,
         &["--ingest".to_owned(), format!("tcp://{ingest_addr}")],
     )?;

@@ -1,21 +1,24 @@
-//! The ledger export: one ordered index range scan per asset, streamed from server-side portals
-//! in bounded batches inside one read-only snapshot.
+//! The ledger export: one ordered index range scan per asset, merged by PostgreSQL (a `Merge
+//! Append`, no sort) and streamed with `COPY (SELECT …) TO STDOUT` inside one read-only snapshot.
+//!
+//! `COPY` rather than fetches from a portal: the server sends rows as fast as the client takes
+//! them, with no round trip per batch and the database producing while the client writes, and
+//! memory stays bounded by the socket buffers (the connection reads no further ahead than the
+//! export takes). The rows come in binary `COPY` form, so each CSV line arrives as it is
+//! stored.
 
-use std::collections::VecDeque;
+use std::cell::Cell;
 use std::ops::ControlFlow;
 
 use ledger_core::ExportFilter;
-use postgres::{Portal, Row, Transaction};
+use postgres::Transaction;
+use postgres::binary_copy::BinaryCopyOutIter;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::Type;
 
-use super::{PgStore, Statements, map_err};
+use super::{PgConn, PgStore, Statements, map_err};
 use crate::model::inclusive_bounds;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
-
-/// One ordered range scan: a party's rows of one asset within a vega-time window, its bounds
-/// inclusive (see `inclusive_bounds`).
-pub(crate) const SCAN_SQL: &str = "SELECT vega_time, block, seq, idx, csv FROM ledger_rows \
-     WHERE party = $1 AND asset = $2 AND vega_time BETWEEN $3 AND $4 \
-     ORDER BY vega_time, block, seq, idx";
 
 /// The next asset of a party after a given one: one index seek per asset, not a pass over the
 /// party's rows (PostgreSQL has no skip scan of its own).
@@ -25,15 +28,41 @@ pub(crate) const NEXT_ASSET_SQL: &str =
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
 
-/// Rows fetched from a portal at once, at most: memory stays bounded (a few hundred KiB per
-/// asset).
-const BATCH_ROWS: i32 = 2048;
+/// The order of the export, which every scan's index yields.
+const ORDER: &str = "vega_time, block, seq, idx";
 
-/// Rows of a portal's first fetch: small, so that the first bytes go out (and an export whose
-/// client left stops) after little work; each later fetch doubles, up to [`BATCH_ROWS`].
-const FIRST_BATCH_ROWS: i32 = 64;
+/// Planner settings for the export's transaction. `COPY` takes no parameters, so the planner
+/// sees the values and, misjudging a large party as a small one, may pick a bitmap scan and
+/// sort its result: every row read before the first is sent, and the sort spills to disk. Off,
+/// each scan is the ordered primary key range scan and the merge a `Merge Append`
+/// (`query_plans.rs` pins it). `SET LOCAL` ends with the transaction.
+pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
+     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
 
-type SortKey = (i64, i64, i64, i64);
+/// The query an export copies out: a party's rows of each of `assets` within a vega-time
+/// window (bounds inclusive, see `inclusive_bounds`), merged into the total order. The values
+/// are integers written into the text, since `COPY` takes no parameters.
+pub(crate) fn export_sql(party: i32, assets: &[i32], low: i64, high: i64) -> String {
+    let scan = |columns: &str, asset: i32| {
+        format!(
+            "SELECT {columns} FROM ledger_rows WHERE party = {party} AND asset = {asset} \
+             AND vega_time BETWEEN {low} AND {high} ORDER BY {ORDER}"
+        )
+    };
+    match assets {
+        [asset] => scan("csv", *asset),
+        _ => {
+            let scans: Vec<String> = assets
+                .iter()
+                .map(|asset| format!("({})", scan(&format!("{ORDER}, csv"), *asset)))
+                .collect();
+            format!(
+                "SELECT csv FROM ({}) scans ORDER BY {ORDER}",
+                scans.join(" UNION ALL ")
+            )
+        }
+    }
+}
 
 impl LedgerStore for PgStore {
     fn export_ledger(
@@ -41,56 +70,80 @@ impl LedgerStore for PgStore {
         filter: &ExportFilter,
         sink: &mut dyn ExportSink,
     ) -> Result<ExportSummary, Error> {
-        let mut conn = self.get()?;
-        let (mut tx, mut statements) = conn.snapshot()?;
-        let mut portals = Vec::new();
-        if let Some((low, high)) = inclusive_bounds(&filter.range) {
-            for (party, asset) in plan(&mut tx, &mut statements, filter)? {
-                let scan = statements.get(&mut tx, SCAN_SQL)?;
-                portals.push(
-                    tx.bind(&scan, &[&party, &asset, &low, &high])
-                        .map_err(map_err)?,
-                );
-            }
-        }
-        if sink.started().is_break() {
-            return Ok(ExportSummary {
-                rows: 0,
-                stopped: true,
-            });
-        }
-        let mut heads = Vec::with_capacity(portals.len());
-        for portal in portals {
-            let mut head = Head {
-                portal,
-                batch: VecDeque::new(),
-                next_fetch: FIRST_BATCH_ROWS,
-                done: false,
-            };
-            head.fill(&mut tx)?;
-            heads.push(head);
-        }
-        let summary = merge(&mut tx, &mut heads, sink)?;
-        drop(heads);
-        // Read-only: ending it either way releases the snapshot; commit is the cheap one.
-        tx.commit().map_err(map_err)?;
-        Ok(summary)
+        // Tried again on a fresh connection only while nothing has been sent.
+        let started = Cell::new(false);
+        self.read(
+            |conn| export(conn, filter, sink, &started),
+            || !started.get(),
+        )
     }
 }
 
-/// The (party, asset) keys to scan; none when the party or the asset is unknown.
+fn export(
+    conn: &mut PgConn,
+    filter: &ExportFilter,
+    sink: &mut dyn ExportSink,
+    started: &Cell<bool>,
+) -> Result<ExportSummary, Error> {
+    let tls = conn.tls.clone();
+    let (mut tx, mut statements) = conn.snapshot()?;
+    let mut query = None;
+    if let Some((low, high)) = inclusive_bounds(&filter.range)
+        && let Some((party, assets)) = plan(&mut tx, &mut statements, filter)?
+        && !assets.is_empty()
+    {
+        tx.batch_execute(EXPORT_PLANNER).map_err(map_err)?;
+        query = Some(export_sql(party, &assets, low, high));
+    }
+    started.set(true);
+    let mut summary = ExportSummary::default();
+    if sink.started().is_break() {
+        summary.stopped = true;
+        return Ok(summary);
+    }
+    if let Some(query) = query {
+        let cancel = tx.cancel_token();
+        let reader = tx
+            .copy_out(&format!("COPY ({query}) TO STDOUT (FORMAT binary)"))
+            .map_err(map_err)?;
+        let mut rows = BinaryCopyOutIter::new(reader, &[Type::BYTEA]);
+        while let Some(row) = rows.next().map_err(map_err)? {
+            summary.rows += 1;
+            if let ControlFlow::Break(()) = sink.row(row.try_get::<&[u8]>(0).map_err(map_err)?) {
+                summary.stopped = true;
+                break;
+            }
+        }
+        if summary.stopped {
+            // Ending the transaction would first read the rest of the copy: stop it instead.
+            // Best effort: the copy then ends with an error, which the rollback reads past.
+            let _ = cancel.cancel_query(tls);
+            drop(rows);
+            drop(tx);
+            // A cancel that arrived late would hit the connection's next query: drop it.
+            conn.broken = true;
+            return Ok(summary);
+        }
+    }
+    // Read-only: ending it either way releases the snapshot; commit is the cheap one.
+    tx.commit().map_err(map_err)?;
+    Ok(summary)
+}
+
+/// The party's key and the keys of the assets to scan; `None` when the party or the asset is
+/// unknown.
 fn plan(
     tx: &mut Transaction<'_>,
     statements: &mut Statements<'_>,
     filter: &ExportFilter,
-) -> Result<Vec<(i32, i32)>, Error> {
+) -> Result<Option<(i32, Vec<i32>)>, Error> {
     let mut lookup = |sql: &'static str, hex: &[u8; 32]| -> Result<Option<i32>, Error> {
         let statement = statements.get(tx, sql)?;
         let row = tx.query_opt(&statement, &[&&hex[..]]).map_err(map_err)?;
         Ok(row.map(|row| row.get(0)))
     };
     let Some(party) = lookup(PARTY_SQL, filter.party.as_bytes())? else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let assets = match &filter.asset {
         Some(asset) => lookup(ASSET_SQL, asset.as_bytes())?.into_iter().collect(),
@@ -105,64 +158,5 @@ fn plan(
             assets
         }
     };
-    Ok(assets.into_iter().map(|asset| (party, asset)).collect())
-}
-
-/// One portal and the rows of its current batch.
-struct Head {
-    portal: Portal,
-    batch: VecDeque<Row>,
-    /// Rows to ask for in the next fetch.
-    next_fetch: i32,
-    done: bool,
-}
-
-impl Head {
-    /// Fetches the next batch when the current one is used up.
-    fn fill(&mut self, tx: &mut Transaction<'_>) -> Result<(), Error> {
-        if self.batch.is_empty() && !self.done {
-            let rows = tx
-                .query_portal(&self.portal, self.next_fetch)
-                .map_err(map_err)?;
-            self.done = rows.len() < self.next_fetch as usize;
-            self.next_fetch = (self.next_fetch * 2).min(BATCH_ROWS);
-            self.batch = rows.into();
-        }
-        Ok(())
-    }
-
-    fn key(&self) -> Option<SortKey> {
-        let row = self.batch.front()?;
-        Some((row.get(0), row.get(1), row.get(2), row.get(3)))
-    }
-}
-
-/// Streams the scans, merged into the total order, into the sink. Parties hold few assets, so a
-/// linear pick of the smallest head beats a heap; one asset is the same loop with one head.
-fn merge(
-    tx: &mut Transaction<'_>,
-    heads: &mut [Head],
-    sink: &mut dyn ExportSink,
-) -> Result<ExportSummary, Error> {
-    let mut summary = ExportSummary::default();
-    loop {
-        let next = if heads.len() == 1 {
-            heads.first_mut().filter(|head| !head.batch.is_empty())
-        } else {
-            heads
-                .iter_mut()
-                .filter_map(|head| head.key().map(|key| (key, head)))
-                .min_by_key(|(key, _)| *key)
-                .map(|(_, head)| head)
-        };
-        let Some(head) = next else { break };
-        let row = head.batch.pop_front().expect("a head with a key has a row");
-        summary.rows += 1;
-        if let ControlFlow::Break(()) = sink.row(row.get::<_, &[u8]>(4)) {
-            summary.stopped = true;
-            break;
-        }
-        head.fill(tx)?;
-    }
-    Ok(summary)
+    Ok(Some((party, assets)))
 }

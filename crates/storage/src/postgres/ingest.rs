@@ -1,12 +1,15 @@
 //! The single writer: whole batches of blocks, each one transaction fed by `COPY`.
 //!
-//! Rows are copied (binary `COPY`) into temporary staging tables and moved into the real ones
-//! with one `INSERT … SELECT … ON CONFLICT DO NOTHING` per table: a row costs no statement of its
-//! own, and rows already stored (a re-run over blocks stored before) are left as they are.
+//! Rows are copied (binary `COPY`) straight into the tables when they are new, the usual case;
+//! a batch that holds rows stored already (a re-run over blocks stored before) goes through
+//! temporary staging tables instead, moved into the real ones with one `INSERT … SELECT … ON
+//! CONFLICT DO NOTHING` per table, which leaves stored rows as they are. Either way a row costs
+//! no statement of its own (see `store`).
 
 use std::collections::{HashMap, HashSet};
 
 use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Transaction};
 
@@ -84,25 +87,70 @@ fn resolve<'h>(
     Ok(())
 }
 
-/// Copies `rows` into `table` with binary `COPY`.
-fn copy(
-    tx: &mut Transaction<'_>,
-    table: &str,
-    types: &[Type],
-    rows: &[Vec<&(dyn ToSql + Sync)>],
-) -> Result<(), Error> {
-    if rows.is_empty() {
-        return Ok(());
+/// The rows of a batch bound for one table.
+struct Load<'r> {
+    table: &'static str,
+    /// The staging table of the same columns.
+    staging: &'static str,
+    /// The table's primary key.
+    key: &'static str,
+    types: &'static [Type],
+    rows: Vec<Vec<&'r (dyn ToSql + Sync)>>,
+}
+
+impl Load<'_> {
+    /// Copies the rows into `table` with binary `COPY`.
+    fn copy(&self, tx: &mut Transaction<'_>, table: &str) -> Result<(), postgres::Error> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let sink = tx.copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))?;
+        let mut writer = BinaryCopyInWriter::new(sink, self.types);
+        for row in &self.rows {
+            writer.write(row)?;
+        }
+        writer.finish()?;
+        Ok(())
     }
-    let sink = tx
-        .copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))
+
+    /// Copies the rows into the staging table and moves those not stored yet into the table,
+    /// in key order, so that each index page is touched once per batch.
+    fn merge(&self, tx: &mut Transaction<'_>) -> Result<(), Error> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        self.copy(tx, self.staging).map_err(map_err)?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {} SELECT * FROM {} ORDER BY {} ON CONFLICT DO NOTHING",
+                self.table, self.staging, self.key
+            ),
+            &[],
+        )
         .map_err(map_err)?;
-    let mut writer = BinaryCopyInWriter::new(sink, types);
-    for row in rows {
-        writer.write(row).map_err(map_err)?;
+        Ok(())
     }
-    writer.finish().map_err(map_err)?;
-    Ok(())
+}
+
+/// Stores the rows of `loads`. New rows, the usual case, are copied straight into their
+/// tables: a heap and an index insert each, no staging, no sort, no conflict check. A batch
+/// with a row stored already (a re-run over stored blocks, or a row twice in one batch) fails
+/// that copy with a unique violation; it is rolled back to a savepoint and the batch goes
+/// through the staging tables instead, where `ON CONFLICT DO NOTHING` keeps stored rows as
+/// they are. Either way the outcome is the same rows, in the caller's one transaction.
+fn store(tx: &mut Transaction<'_>, loads: &[Load<'_>]) -> Result<(), Error> {
+    let mut direct = tx.savepoint("direct").map_err(map_err)?;
+    match loads
+        .iter()
+        .try_for_each(|load| load.copy(&mut direct, load.table))
+    {
+        Ok(()) => direct.commit().map_err(map_err),
+        Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            direct.rollback().map_err(map_err)?;
+            loads.iter().try_for_each(|load| load.merge(tx))
+        }
+        Err(err) => Err(map_err(err)),
+    }
 }
 
 /// The blocks of a batch merged by height as a store merges them: first vega time, highest
@@ -200,24 +248,11 @@ impl PgWriter {
             }
         }
 
-        let ledger: Vec<Vec<&(dyn ToSql + Sync)>> = ledger
-            .iter()
-            .map(|(party, asset, time, block, seq, idx, csv)| {
-                vec![
-                    party as &(dyn ToSql + Sync),
-                    asset,
-                    time,
-                    block,
-                    seq,
-                    idx,
-                    csv,
-                ]
-            })
-            .collect();
-        copy(
-            &mut tx,
-            "stage_ledger",
-            &[
+        let ledger = Load {
+            table: "ledger_rows",
+            staging: "stage_ledger",
+            key: "party, asset, vega_time, block, seq, idx",
+            types: &[
                 Type::INT4,
                 Type::INT4,
                 Type::INT8,
@@ -226,51 +261,46 @@ impl PgWriter {
                 Type::INT8,
                 Type::BYTEA,
             ],
-            &ledger,
-        )?;
-        let oracle: Vec<Vec<&(dyn ToSql + Sync)>> = oracle
-            .iter()
-            .map(|((time, block, seq), json)| vec![time as &(dyn ToSql + Sync), block, seq, json])
-            .collect();
-        copy(
-            &mut tx,
-            "stage_oracle",
-            &[Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
-            &oracle,
-        )?;
-        let matches: Vec<Vec<&(dyn ToSql + Sync)>> = matches
-            .iter()
-            .map(|(spec, (time, block, seq))| vec![spec as &(dyn ToSql + Sync), time, block, seq])
-            .collect();
-        copy(
-            &mut tx,
-            "stage_spec",
-            &[Type::INT4, Type::INT8, Type::INT8, Type::INT8],
-            &matches,
-        )?;
-        // In key order, so that each index page is touched once per batch.
-        let mut moves = Vec::new();
-        if !ledger.is_empty() {
-            moves.push(
-                "INSERT INTO ledger_rows SELECT * FROM stage_ledger \
-                 ORDER BY party, asset, vega_time, block, seq, idx ON CONFLICT DO NOTHING",
-            );
-        }
-        if !oracle.is_empty() {
-            moves.push(
-                "INSERT INTO oracle_data SELECT * FROM stage_oracle \
-                 ORDER BY vega_time, block, seq ON CONFLICT DO NOTHING",
-            );
-        }
-        if !matches.is_empty() {
-            moves.push(
-                "INSERT INTO oracle_spec_data SELECT * FROM stage_spec \
-                 ORDER BY spec, vega_time, block, seq ON CONFLICT DO NOTHING",
-            );
-        }
-        for sql in moves {
-            tx.execute(sql, &[]).map_err(map_err)?;
-        }
+            rows: ledger
+                .iter()
+                .map(|(party, asset, time, block, seq, idx, csv)| {
+                    vec![
+                        party as &(dyn ToSql + Sync),
+                        asset,
+                        time,
+                        block,
+                        seq,
+                        idx,
+                        csv,
+                    ]
+                })
+                .collect(),
+        };
+        let oracle = Load {
+            table: "oracle_data",
+            staging: "stage_oracle",
+            key: "vega_time, block, seq",
+            types: &[Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
+            rows: oracle
+                .iter()
+                .map(|((time, block, seq), json)| {
+                    vec![time as &(dyn ToSql + Sync), block, seq, json]
+                })
+                .collect(),
+        };
+        let matches = Load {
+            table: "oracle_spec_data",
+            staging: "stage_spec",
+            key: "spec, vega_time, block, seq",
+            types: &[Type::INT4, Type::INT8, Type::INT8, Type::INT8],
+            rows: matches
+                .iter()
+                .map(|(spec, (time, block, seq))| {
+                    vec![spec as &(dyn ToSql + Sync), time, block, seq]
+                })
+                .collect(),
+        };
+        store(&mut tx, &[ledger, oracle, matches])?;
         if !blocks.is_empty() {
             let heights: Vec<i64> = blocks.iter().map(|block| block.0).collect();
             let times: Vec<Option<i64>> = blocks.iter().map(|block| block.1).collect();

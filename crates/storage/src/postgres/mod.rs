@@ -27,7 +27,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::{Client, Config, Statement};
+use postgres::{Client, Config, GenericClient, Statement};
 
 use crate::url::redact;
 use crate::{Error, Examples, Health};
@@ -83,9 +83,10 @@ impl PgStore {
             // database is up, and a pool whose connections were killed refills by itself.
             .min_idle(Some(0))
             .connection_timeout(config.wait)
-            // A connection killed while idle (pg_terminate_backend, a restart) fails its check
-            // and is replaced before a read gets it.
-            .test_on_check_out(true)
+            // No test round trip before every read: a connection killed while idle
+            // (pg_terminate_backend, a restart) fails its read instead, which `read` runs again
+            // on another connection.
+            .test_on_check_out(false)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
         Ok(Self { pool })
@@ -133,25 +134,79 @@ impl PgStore {
             .get()
             .map_err(|err| Error::Unavailable(Box::new(err)))
     }
+
+    /// Runs `read` on a pooled connection. A connection killed while it sat idle in the pool
+    /// (`pg_terminate_backend`, a database restart) fails its next read as
+    /// [`Error::Unavailable`]: the read then runs again on another connection, made afresh when
+    /// no other is idle, as long as `may_retry` says nothing has been sent on (an export that
+    /// started streaming cannot start again). This replaces r2d2's test on checkout, which cost
+    /// every read a round trip. A read that fails on a connection that never served before is
+    /// not tried again: then the database itself is unavailable.
+    fn read<T>(
+        &self,
+        mut read: impl FnMut(&mut PgConn) -> Result<T, Error>,
+        may_retry: impl Fn() -> bool,
+    ) -> Result<T, Error> {
+        // Each failed try discards a connection, so the pool's size bounds the tries.
+        let mut tries = self.pool.max_size();
+        loop {
+            let mut conn = self.get()?;
+            let result = read(&mut conn);
+            match result {
+                Err(Error::Unavailable(err)) => {
+                    conn.broken = true;
+                    if conn.served == 0 || tries == 0 || !may_retry() {
+                        return Err(Error::Unavailable(err));
+                    }
+                    tries -= 1;
+                }
+                result => {
+                    conn.served += 1;
+                    return result;
+                }
+            }
+        }
+    }
 }
 
 impl Health for PgStore {
     fn check(&self) -> Result<(), Error> {
-        let mut conn = self.get()?;
-        conn.client
-            .query_one("SELECT count(*) FROM schema_info", &[])
-            .map(drop)
-            .map_err(map_err)
+        self.read(
+            |conn| {
+                conn.client
+                    .query_one("SELECT count(*) FROM schema_info", &[])
+                    .map(drop)
+                    .map_err(map_err)
+            },
+            || true,
+        )
     }
 }
 
-/// A pooled connection with its prepared statements: a page costs no parse round trip.
+/// A pooled connection with its prepared statements (a page costs no parse round trip) and the
+/// dictionary ids it has looked up.
 pub(crate) struct PgConn {
     client: Client,
     statements: HashMap<String, Statement>,
+    /// Oracle spec ids by their hex. Dictionary ids never change once committed (rows are only
+    /// ever added), so an id read once holds for the connection's life; ids not found are not
+    /// kept, as an ingest may add them.
+    specs: HashMap<[u8; 32], i32>,
+    /// Reads served; see [`PgStore::read`].
+    served: u64,
+    /// Set when the connection failed or was left mid-stream: the pool drops it.
+    broken: bool,
+    /// For cancelling a query the client no longer wants.
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
 
 impl PgConn {
+    /// The connection outside a transaction, with its statement cache: a single statement is
+    /// one snapshot by itself.
+    fn autocommit(&mut self) -> (&mut Client, Statements<'_>) {
+        (&mut self.client, Statements(&mut self.statements))
+    }
+
     /// Starts a read-only snapshot: one `REPEATABLE READ READ ONLY` transaction.
     fn snapshot(&mut self) -> Result<(postgres::Transaction<'_>, Statements<'_>), Error> {
         let tx = self
@@ -170,7 +225,7 @@ struct Statements<'c>(&'c mut HashMap<String, Statement>);
 
 impl Statements<'_> {
     /// The prepared form of `sql`, prepared on first use on this connection.
-    fn get(&mut self, tx: &mut postgres::Transaction<'_>, sql: &str) -> Result<Statement, Error> {
+    fn get(&mut self, tx: &mut impl GenericClient, sql: &str) -> Result<Statement, Error> {
         if let Some(statement) = self.0.get(sql) {
             return Ok(statement.clone());
         }
@@ -216,6 +271,10 @@ impl r2d2::ManageConnection for Manager {
         Ok(PgConn {
             client: self.config.connect(self.tls.clone())?,
             statements: HashMap::new(),
+            specs: HashMap::new(),
+            served: 0,
+            broken: false,
+            tls: self.tls.clone(),
         })
     }
 
@@ -224,7 +283,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn has_broken(&self, conn: &mut PgConn) -> bool {
-        conn.client.is_closed()
+        conn.broken || conn.client.is_closed()
     }
 }
 

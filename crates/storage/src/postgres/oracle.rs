@@ -1,12 +1,12 @@
-//! Oracle data pages: keyset range scans on the position, overall or per spec, both scans of a
-//! page in one read-only snapshot.
+//! Oracle data pages: keyset range scans on the position, overall or per spec, every page one
+//! read-only snapshot.
 
 use ledger_core::OracleSpecId;
 use oracle_core::{Page, PageRequest, Position, Scan};
-use postgres::Transaction;
+use postgres::GenericClient;
 use postgres::types::ToSql;
 
-use super::{PgStore, Statements, map_err};
+use super::{PgConn, PgStore, Statements, map_err};
 use crate::{Error, OracleStore};
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
@@ -17,36 +17,63 @@ impl OracleStore for PgStore {
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
     ) -> Result<Page<Vec<u8>>, Error> {
-        let mut conn = self.get()?;
-        let (mut tx, mut statements) = conn.snapshot()?;
-        let spec = match spec {
-            None => None,
-            Some(spec) => {
-                let statement = statements.get(&mut tx, SPEC_SQL)?;
-                let row = tx
-                    .query_opt(&statement, &[&&spec.as_bytes()[..]])
-                    .map_err(map_err)?;
-                match row {
-                    Some(row) => Some(row.get::<_, i32>(0)),
-                    // A spec that never matched anything has an empty listing.
-                    None => return Ok(request.assemble(Vec::new(), false)),
-                }
-            }
-        };
-        let mut reader = Reader {
-            tx: &mut tx,
-            statements: &mut statements,
-            spec,
-        };
-        let rows = reader.scan(&request.main_scan())?;
-        let positions: Vec<Position> = rows.iter().map(|(position, _)| *position).collect();
-        let boundary_exists = match request.boundary_scan(&positions) {
-            Some(boundary) => !reader.scan(&boundary)?.is_empty(),
-            None => false,
-        };
-        tx.commit().map_err(map_err)?;
-        Ok(request.assemble(rows, boundary_exists))
+        self.read(|conn| page(conn, spec, request), || true)
     }
+}
+
+/// A page. Most pages are one statement in autocommit, one round trip: a single statement
+/// reads one snapshot by itself, and the boundary scan is needed only when the anchor's own
+/// row is not found (see `PageRequest::boundary_scan`). Then both scans run again inside one
+/// `REPEATABLE READ READ ONLY` transaction, so a page is always one snapshot.
+fn page(
+    conn: &mut PgConn,
+    spec: Option<&OracleSpecId>,
+    request: &PageRequest,
+) -> Result<Page<Vec<u8>>, Error> {
+    let spec = match spec {
+        None => None,
+        // A spec that never matched anything has an empty listing.
+        Some(spec) => match spec_key(conn, spec)? {
+            Some(key) => Some(key),
+            None => return Ok(request.assemble(Vec::new(), false)),
+        },
+    };
+    let main = request.main_scan();
+    let (client, mut statements) = conn.autocommit();
+    let rows = scan(client, &mut statements, spec, &main)?;
+    if request.boundary_scan(&positions(&rows)).is_none() {
+        return Ok(request.assemble(rows, false));
+    }
+    let (mut tx, mut statements) = conn.snapshot()?;
+    let rows = scan(&mut tx, &mut statements, spec, &main)?;
+    let boundary_exists = match request.boundary_scan(&positions(&rows)) {
+        Some(boundary) => !scan(&mut tx, &mut statements, spec, &boundary)?.is_empty(),
+        None => false,
+    };
+    tx.commit().map_err(map_err)?;
+    Ok(request.assemble(rows, boundary_exists))
+}
+
+/// The dictionary key of a spec, from the connection's cache or the database.
+fn spec_key(conn: &mut PgConn, spec: &OracleSpecId) -> Result<Option<i32>, Error> {
+    let hex = spec.as_bytes();
+    if let Some(key) = conn.specs.get(hex) {
+        return Ok(Some(*key));
+    }
+    let (client, mut statements) = conn.autocommit();
+    let statement = statements.get(client, SPEC_SQL)?;
+    let row = client
+        .query_opt(&statement, &[&&hex[..]])
+        .map_err(map_err)?;
+    let key = row.map(|row| row.get::<_, i32>(0));
+    if let Some(key) = key {
+        conn.specs.insert(*hex, key);
+    }
+    Ok(key)
+}
+
+fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
+    rows.iter().map(|(position, _)| *position).collect()
 }
 
 /// The SQL of one scan: `$1` is the limit, then the spec's key when `spec`, then the anchor
@@ -96,47 +123,44 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, anchored: bool, inclusive: 
     )
 }
 
-/// The scans of one page.
-struct Reader<'r, 't, 'c> {
-    tx: &'r mut Transaction<'t>,
-    statements: &'r mut Statements<'c>,
+/// One scan of a page, on the connection or inside its transaction.
+fn scan(
+    client: &mut impl GenericClient,
+    statements: &mut Statements<'_>,
     spec: Option<i32>,
-}
-
-impl Reader<'_, '_, '_> {
-    fn scan(&mut self, scan: &Scan) -> Result<Vec<(Position, Vec<u8>)>, Error> {
-        let sql = scan_sql(
-            self.spec.is_some(),
-            scan.descending,
-            scan.after.is_some(),
-            scan.inclusive,
-        );
-        let statement = self.statements.get(self.tx, &sql)?;
-        let limit = i64::try_from(scan.limit).unwrap_or(i64::MAX);
-        // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor
-        // sorts after all of them, and saturating keeps that true.
-        let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let anchor = scan
-            .after
-            .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq)));
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
-        if let Some(spec) = &self.spec {
-            params.push(spec);
-        }
-        if let Some((time, block, seq)) = &anchor {
-            params.extend([time as &(dyn ToSql + Sync), block, seq]);
-        }
-        let rows = self.tx.query(&statement, &params).map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let position = Position {
-                    vega_time: row.get(0),
-                    block: row.get::<_, i64>(1) as u64,
-                    seq: row.get::<_, i64>(2) as u64,
-                };
-                (position, row.get(3))
-            })
-            .collect())
+    scan: &Scan,
+) -> Result<Vec<(Position, Vec<u8>)>, Error> {
+    let sql = scan_sql(
+        spec.is_some(),
+        scan.descending,
+        scan.after.is_some(),
+        scan.inclusive,
+    );
+    let statement = statements.get(client, &sql)?;
+    let limit = i64::try_from(scan.limit).unwrap_or(i64::MAX);
+    // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor
+    // sorts after all of them, and saturating keeps that true.
+    let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let anchor = scan
+        .after
+        .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq)));
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
+    if let Some(spec) = &spec {
+        params.push(spec);
     }
+    if let Some((time, block, seq)) = &anchor {
+        params.extend([time as &(dyn ToSql + Sync), block, seq]);
+    }
+    let rows = client.query(&statement, &params).map_err(map_err)?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let position = Position {
+                vega_time: row.get(0),
+                block: row.get::<_, i64>(1) as u64,
+                seq: row.get::<_, i64>(2) as u64,
+            };
+            (position, row.get(3))
+        })
+        .collect())
 }

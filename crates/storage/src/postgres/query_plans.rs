@@ -3,7 +3,7 @@
 //! and analysed table, as the planner sees a real store.
 
 use super::PgStore;
-use super::export::{NEXT_ASSET_SQL, SCAN_SQL};
+use super::export::{EXPORT_PLANNER, NEXT_ASSET_SQL, export_sql};
 use super::oracle::scan_sql;
 use super::testing::TestDatabase;
 use crate::{IngestBatch, IngestWriter, suite};
@@ -24,6 +24,19 @@ fn plan(client: &mut postgres::Client, sql: &str, types: &str) -> String {
         .join(", ");
     let rows = client
         .query(&format!("EXPLAIN (COSTS OFF) EXECUTE q ({args})"), &[])
+        .unwrap();
+    rows.iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The plan of an export's query, under the export's planner settings.
+fn export_plan(client: &mut postgres::Client, sql: &str) -> String {
+    let mut tx = client.transaction().unwrap();
+    tx.batch_execute(EXPORT_PLANNER).unwrap();
+    let rows = tx
+        .query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
         .unwrap();
     rows.iter()
         .map(|row| row.get::<_, String>(0))
@@ -56,11 +69,31 @@ fn scans_are_primary_key_range_scans() {
     let mut client = db.client();
     client.batch_execute("ANALYZE").unwrap();
 
-    let export = plan(&mut client, SCAN_SQL, "int, int, bigint, bigint");
+    let one = export_plan(&mut client, &export_sql(1, &[2], 0, i64::MAX));
     assert_eq!(
-        export,
+        one,
         "Index Scan using ledger_rows_pkey on ledger_rows\n  \
-         Index Cond: ((party = $1) AND (asset = $2) AND (vega_time >= $3) AND (vega_time <= $4))"
+         Index Cond: ((party = 1) AND (asset = 2) AND (vega_time >= 0) AND \
+         (vega_time <= '9223372036854775807'::bigint))"
+    );
+    let two = export_plan(&mut client, &export_sql(1, &[0, 2], 5, 10_000));
+    let scan = |n: u32, asset: u32, alias: &str| {
+        format!(
+            "  ->  Subquery Scan on \"*SELECT* {n}\"\n        \
+             ->  Index Scan using ledger_rows_pkey on ledger_rows{alias}\n              \
+             Index Cond: ((party = 1) AND (asset = {asset}) AND (vega_time >= 5) AND \
+             (vega_time <= 10000))"
+        )
+    };
+    assert_eq!(
+        two,
+        format!(
+            "Merge Append\n  \
+             Sort Key: \"*SELECT* 1\".vega_time, \"*SELECT* 1\".block, \"*SELECT* 1\".seq, \
+             \"*SELECT* 1\".idx\n{}\n{}",
+            scan(1, 0, ""),
+            scan(2, 2, " ledger_rows_1")
+        )
     );
     let next = plan(&mut client, NEXT_ASSET_SQL, "int, int");
     assert_eq!(
