@@ -15,7 +15,7 @@ impl OracleStore for SqliteStore {
     ) -> Result<Page<Vec<u8>>, Error> {
         let mut conn = self.readers.get()?;
         // Both scans read one snapshot, so the page flags agree with the page.
-        let tx = conn.as_mut().transaction().map_err(map_err)?;
+        let tx = conn.snapshot()?;
         let filter = match spec {
             None => SpecFilter::All,
             Some(spec) => match spec_key(&tx, spec)? {
@@ -30,7 +30,7 @@ impl OracleStore for SqliteStore {
             Some(boundary) => !scan(&tx, filter, &boundary)?.is_empty(),
             None => false,
         };
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(request.assemble(rows, boundary_exists))
     }
 }
