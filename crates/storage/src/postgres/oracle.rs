@@ -2,12 +2,12 @@
 //! page in one read-only snapshot.
 
 use ledger_core::OracleSpecId;
-use oracle_core::{Page, PageRequest, Position, Scan};
+use oracle_core::{PageRequest, Position, Scan};
 use postgres::Transaction;
 use postgres::types::ToSql;
 
 use super::{PgStore, Statements, map_err};
-use crate::{Error, OracleStore};
+use crate::{Error, OraclePage, OracleStore};
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
@@ -16,7 +16,7 @@ impl OracleStore for PgStore {
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error> {
+    ) -> Result<OraclePage, Error> {
         let mut conn = self.get()?;
         let (mut tx, mut statements) = conn.snapshot()?;
         let spec = match spec {
@@ -29,7 +29,7 @@ impl OracleStore for PgStore {
                 match row {
                     Some(row) => Some(row.get::<_, i32>(0)),
                     // A spec that never matched anything has an empty listing.
-                    None => return Ok(request.assemble(Vec::new(), false)),
+                    None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
                 }
             }
         };
@@ -45,7 +45,7 @@ impl OracleStore for PgStore {
             None => false,
         };
         tx.commit().map_err(map_err)?;
-        Ok(request.assemble(rows, boundary_exists))
+        Ok(OraclePage::assemble(request, rows, boundary_exists))
     }
 }
 
