@@ -166,7 +166,7 @@ pub fn check(db: &Db) -> Result<String> {
         Ok(format!(
             "ok: schema and row format {} current; read {} oracle data and {} ledger rows",
             storage::ROW_FORMAT,
-            page.edges.len(),
+            page.page.edges.len(),
             rows.0
         ))
     };

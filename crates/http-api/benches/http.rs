@@ -14,8 +14,8 @@ use http_api::{App, AppConfig};
 use http_body_util::BodyExt;
 use hyper::Request;
 use ledger_core::{ExportFilter, OracleSpecId};
-use oracle_core::{Page, PageRequest, Position};
-use storage::{ExportSink, ExportSummary, Health, LedgerStore, OracleStore};
+use oracle_core::{PageRequest, Position};
+use storage::{ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore};
 
 const PARTY: &str = "cd447e35b8b6d8fe442e3d437204e52db2221a58008a05a6c4647159c324c985";
 
@@ -72,7 +72,7 @@ impl OracleStore for MemoryStore {
         &self,
         _spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, storage::Error> {
+    ) -> Result<OraclePage, storage::Error> {
         let scan = request.main_scan();
         let rows = (0..scan.limit as u64)
             .map(|n| {
@@ -84,7 +84,7 @@ impl OracleStore for MemoryStore {
                 (position, self.node.clone())
             })
             .collect();
-        Ok(request.assemble(rows, false))
+        Ok(OraclePage::assemble(request, rows, false))
     }
 }
 

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use hyper::{Response, StatusCode};
 use ledger_core::OracleSpecId;
-use oracle_core::{Page, PageRequest, PaginationParams};
+use oracle_core::{Cursor, PageRequest, PaginationParams};
+use storage::OraclePage;
 
 use crate::App;
 use crate::body::Body;
@@ -74,7 +75,8 @@ fn raw<'q>(query: &'q Query<'_>, name: &str) -> Option<&'q str> {
 const FAILED: &str = "failed retrieve data for oracle data";
 
 /// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest.
-pub(crate) fn render(page: &Page<Vec<u8>>) -> Vec<u8> {
+pub(crate) fn render(oracle: &OraclePage) -> Vec<u8> {
+    let page = &oracle.page;
     let nodes: usize = page.edges.iter().map(|edge| edge.node.len() + 64).sum();
     let mut out = Vec::with_capacity(nodes + 256);
     out.extend_from_slice(br#"{"oracleData":{"edges":["#);
@@ -83,7 +85,7 @@ pub(crate) fn render(page: &Page<Vec<u8>>) -> Vec<u8> {
             out.push(b',');
         }
         out.extend_from_slice(br#"{"node":"#);
-        out.extend_from_slice(&edge.node);
+        out.extend_from_slice(oracle.node(edge));
         out.extend_from_slice(br#","cursor":"#);
         push_cursor(&mut out, &edge.cursor);
         out.push(b'}');
@@ -102,12 +104,7 @@ pub(crate) fn render(page: &Page<Vec<u8>>) -> Vec<u8> {
 }
 
 /// Cursors are URL-safe base64: nothing in them needs JSON escaping.
-fn push_cursor(out: &mut Vec<u8>, cursor: &str) {
-    debug_assert!(
-        cursor
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    );
+fn push_cursor(out: &mut Vec<u8>, cursor: &Cursor) {
     out.push(b'"');
     out.extend_from_slice(cursor.as_bytes());
     out.push(b'"');

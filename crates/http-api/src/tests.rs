@@ -12,9 +12,9 @@ use base64::Engine as _;
 use http_body_util::BodyExt;
 use hyper::{Method, Request, StatusCode};
 use ledger_core::{CSV_HEADER, ExportFilter, OracleSpecId};
-use oracle_core::{Page, PageRequest, Position};
+use oracle_core::{PageRequest, Position};
 use serde_json::{Value, json};
-use storage::{Error, ExportSink, ExportSummary, Health, LedgerStore, OracleStore};
+use storage::{Error, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore};
 
 use crate::{App, AppConfig};
 
@@ -94,7 +94,7 @@ impl OracleStore for FakeStore {
         &self,
         _spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error> {
+    ) -> Result<OraclePage, Error> {
         if self.fail_pages.load(Ordering::Relaxed) {
             return Err(self.failure());
         }
@@ -112,7 +112,7 @@ impl OracleStore for FakeStore {
         if request.newest_first() {
             rows.reverse();
         }
-        Ok(request.assemble(rows, false))
+        Ok(OraclePage::assemble(request, rows, false))
     }
 }
 

@@ -192,14 +192,14 @@ pub(crate) fn oracle(store: &SqliteStore, spec: Option<OracleSpecId>) -> Vec<(Po
         })
         .unwrap();
         let page = store.oracle_page(spec.as_ref(), &request).unwrap();
-        for edge in page.edges {
-            let node = String::from_utf8(edge.node).unwrap();
+        for edge in &page.page.edges {
+            let node = String::from_utf8(page.node(edge).to_vec()).unwrap();
             all.push((decode_cursor(&edge.cursor).unwrap(), node));
         }
-        if !page.info.has_next_page {
+        if !page.page.info.has_next_page {
             return all;
         }
-        after = page.info.end_cursor;
+        after = page.page.info.end_cursor.to_string();
     }
 }
 

@@ -29,7 +29,13 @@ const BINARY_LEN: usize = PAYLOAD_LEN + 1;
 /// Length of the unpadded base64url text of [`BINARY_LEN`] bytes: `ceil(26 * 8 / 6)`.
 const TEXT_LEN: usize = (BINARY_LEN * 8).div_ceil(6);
 
-/// Encodes `position` as an opaque, URL-safe cursor string.
+/// Encodes `position` as an opaque, URL-safe cursor string: the text of [`Cursor::new`].
+pub fn encode_cursor(position: Position) -> String {
+    Cursor::new(position).as_str().to_owned()
+}
+
+/// The text of a cursor, held inline: a page encodes one per row, and this keeps the text off
+/// the heap until it is copied into the response.
 ///
 /// The cursor is the unpadded base64url text of 26 bytes: a version byte (`1`), `vega_time`
 /// as a big-endian `i64`, `block` and `seq` as big-endian `u64`, and a CRC-8 of those 25
@@ -37,14 +43,68 @@ const TEXT_LEN: usize = (BINARY_LEN * 8).div_ceil(6);
 /// position); it exists so that a mangled cursor is reported instead of silently paging from
 /// somewhere else. CRC-8 catches every change confined to 8 consecutive bits, hence every
 /// single-character edit, and all but 1 in 256 other corruptions.
-pub fn encode_cursor(position: Position) -> String {
-    let mut bytes = [0u8; BINARY_LEN];
-    bytes[0] = VERSION;
-    bytes[1..9].copy_from_slice(&position.vega_time.to_be_bytes());
-    bytes[9..17].copy_from_slice(&position.block.to_be_bytes());
-    bytes[17..25].copy_from_slice(&position.seq.to_be_bytes());
-    bytes[PAYLOAD_LEN] = crc8(&bytes[..PAYLOAD_LEN]);
-    URL_SAFE_NO_PAD.encode(bytes)
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    text: [u8; TEXT_LEN],
+    /// `TEXT_LEN`, or 0 for [`Cursor::EMPTY`].
+    len: u8,
+}
+
+impl Cursor {
+    /// The empty cursor of an empty page's [`PageInfo`](crate::PageInfo).
+    pub const EMPTY: Cursor = Cursor {
+        text: [0; TEXT_LEN],
+        len: 0,
+    };
+
+    /// The cursor naming `position`.
+    pub fn new(position: Position) -> Cursor {
+        let mut bytes = [0u8; BINARY_LEN];
+        bytes[0] = VERSION;
+        bytes[1..9].copy_from_slice(&position.vega_time.to_be_bytes());
+        bytes[9..17].copy_from_slice(&position.block.to_be_bytes());
+        bytes[17..25].copy_from_slice(&position.seq.to_be_bytes());
+        bytes[PAYLOAD_LEN] = crc8(&bytes[..PAYLOAD_LEN]);
+        let mut text = [0u8; TEXT_LEN];
+        let written = URL_SAFE_NO_PAD
+            .encode_slice(bytes, &mut text)
+            .expect("TEXT_LEN is the encoded length of BINARY_LEN bytes");
+        debug_assert_eq!(written, TEXT_LEN);
+        Cursor {
+            text,
+            len: TEXT_LEN as u8,
+        }
+    }
+
+    /// The cursor's text: URL-safe base64 characters only, so it needs no escaping in JSON or
+    /// in a query string.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text[..usize::from(self.len)]
+    }
+
+    /// The cursor's text as a string.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("base64 text is ASCII")
+    }
+}
+
+impl std::ops::Deref for Cursor {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
 }
 
 /// Decodes a cursor produced by [`encode_cursor`].

@@ -6,7 +6,7 @@
 //!   [`OracleData::to_vega_json`] renders it once, at ingest, exactly as Vega's grpc-gateway
 //!   would, so listings can copy the stored bytes into responses.
 //! - [`Position`]: a datum's place in ingest order, named by opaque cursors
-//!   ([`encode_cursor`], [`decode_cursor`]).
+//!   ([`Cursor`], [`encode_cursor`], [`decode_cursor`]).
 //! - [`PageRequest`]: the validated `pagination.*` query parameters ([`PaginationParams`]).
 //!   It plans the storage reads ([`Scan`]) and assembles their rows into a [`Page`] of
 //!   [`Edge`]s with a [`PageInfo`]; see [`PageRequest`] for the storage protocol.
@@ -23,7 +23,7 @@ mod data;
 mod error;
 mod page;
 
-pub use crate::cursor::{Position, decode_cursor, encode_cursor};
+pub use crate::cursor::{Cursor, Position, decode_cursor, encode_cursor};
 pub use crate::data::{OracleData, Property, Signer};
 pub use crate::error::Error;
 pub use crate::page::{

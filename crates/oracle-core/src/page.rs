@@ -3,7 +3,7 @@
 //!
 //! See [`PageRequest`] for the storage protocol.
 
-use crate::{Error, Position, encode_cursor};
+use crate::{Cursor, Error, Position};
 
 /// Page size used when neither `pagination.first` nor `pagination.last` is given.
 pub const DEFAULT_PAGE_SIZE: u32 = 1000;
@@ -90,7 +90,7 @@ pub struct Page<T> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Edge<T> {
     /// Cursor naming this row's position, usable as `after` or `before`.
-    pub cursor: String,
+    pub cursor: Cursor,
     /// The row.
     pub node: T,
 }
@@ -103,9 +103,9 @@ pub struct PageInfo {
     /// Whether some row precedes the page's first row in the chosen order.
     pub has_previous_page: bool,
     /// Cursor of the page's first row; empty for an empty page.
-    pub start_cursor: String,
+    pub start_cursor: Cursor,
     /// Cursor of the page's last row; empty for an empty page.
-    pub end_cursor: String,
+    pub end_cursor: Cursor,
 }
 
 impl Default for PageRequest {
@@ -255,7 +255,7 @@ impl PageRequest {
         let edges: Vec<Edge<T>> = scanned
             .into_iter()
             .map(|(position, node)| Edge {
-                cursor: encode_cursor(position),
+                cursor: Cursor::new(position),
                 node,
             })
             .collect();
@@ -263,14 +263,14 @@ impl PageRequest {
             (Some(first), Some(last)) => PageInfo {
                 has_next_page,
                 has_previous_page,
-                start_cursor: first.cursor.clone(),
-                end_cursor: last.cursor.clone(),
+                start_cursor: first.cursor,
+                end_cursor: last.cursor,
             },
             _ => PageInfo {
                 has_next_page: false,
                 has_previous_page: false,
-                start_cursor: String::new(),
-                end_cursor: String::new(),
+                start_cursor: Cursor::EMPTY,
+                end_cursor: Cursor::EMPTY,
             },
         };
         Page { edges, info }

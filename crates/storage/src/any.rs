@@ -1,12 +1,13 @@
 //! One type for a store of whichever backend a program opened.
 
 use ledger_core::{ExportFilter, OracleSpecId};
-use oracle_core::{Page, PageRequest};
+use oracle_core::PageRequest;
 
 #[cfg(feature = "postgres")]
 use crate::PgStore;
 use crate::{
-    Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OracleStore, SqliteStore,
+    Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore,
+    SqliteStore,
 };
 
 /// A store of any backend compiled in, for programs that pick one at run time.
@@ -49,7 +50,7 @@ impl OracleStore for AnyStore {
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error> {
+    ) -> Result<OraclePage, Error> {
         match self {
             AnyStore::Sqlite(store) => store.oracle_page(spec, request),
             #[cfg(feature = "postgres")]

@@ -57,7 +57,7 @@ pub use any::AnyStore;
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
     BlockRecord, BlockState, Examples, ExportSink, ExportSummary, Health, IngestBatch,
-    IngestWriter, LedgerRow, LedgerStore, OracleRow, OracleStore,
+    IngestWriter, LedgerRow, LedgerStore, OraclePage, OracleRow, OracleStore,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgConfig, PgStore, PgWriter};

@@ -1,11 +1,11 @@
 //! The backend-neutral traits and the records that cross them.
 
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use ledger_core::TimeRange;
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId};
-use oracle_core::{Page, PageRequest, Position};
+use oracle_core::{Edge, Page, PageRequest, Position};
 
 use crate::Error;
 
@@ -49,7 +49,49 @@ pub trait OracleStore: Send + Sync {
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error>;
+    ) -> Result<OraclePage, Error>;
+}
+
+/// A page of oracle data whose nodes share one buffer: a store appends each row's JSON to
+/// `nodes` straight from its own row buffer instead of allocating a copy per row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OraclePage {
+    /// The page; each edge's node is the range of its JSON in `nodes`.
+    pub page: Page<Range<usize>>,
+    /// The nodes' JSON, back to back (it may also hold rows that the page left out).
+    pub nodes: Vec<u8>,
+}
+
+impl OraclePage {
+    /// Builds the page from scanned rows that each own their JSON (see
+    /// [`PageRequest::assemble`]), for stores that read rows as owned values.
+    pub fn assemble(
+        request: &PageRequest,
+        rows: Vec<(Position, Vec<u8>)>,
+        boundary_exists: bool,
+    ) -> OraclePage {
+        let mut nodes = Vec::with_capacity(rows.iter().map(|(_, node)| node.len()).sum());
+        let rows = rows
+            .into_iter()
+            .map(|(position, node)| (position, push_node(&mut nodes, &node)))
+            .collect();
+        OraclePage {
+            page: request.assemble(rows, boundary_exists),
+            nodes,
+        }
+    }
+
+    /// The JSON of one of the page's edges.
+    pub fn node(&self, edge: &Edge<Range<usize>>) -> &[u8] {
+        &self.nodes[edge.node.clone()]
+    }
+}
+
+/// Appends `node` to `nodes` and returns where it lies there.
+pub(crate) fn push_node(nodes: &mut Vec<u8>, node: &[u8]) -> Range<usize> {
+    let start = nodes.len();
+    nodes.extend_from_slice(node);
+    start..nodes.len()
 }
 
 /// Answers whether the store is usable.

@@ -12,11 +12,11 @@ mod writer;
 use std::ops::ControlFlow;
 
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId, TimeRange, VegaTime};
-use oracle_core::{Page, PageRequest, PaginationParams, Position};
+use oracle_core::{Edge, Page, PageRequest, PaginationParams, Position};
 
 use crate::{
     ExportSink, ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore,
-    OracleRow, OracleStore,
+    OraclePage, OracleRow, OracleStore,
 };
 
 pub(crate) use export::{
@@ -195,9 +195,20 @@ pub(crate) fn page(
     params: PaginationParams<'_>,
 ) -> Page<Vec<u8>> {
     let request = PageRequest::parse(&params).unwrap();
-    store
+    let OraclePage { page, nodes } = store
         .oracle_page(spec_n.map(spec).as_ref(), &request)
-        .unwrap()
+        .unwrap();
+    Page {
+        edges: page
+            .edges
+            .into_iter()
+            .map(|edge| Edge {
+                cursor: edge.cursor,
+                node: nodes[edge.node].to_vec(),
+            })
+            .collect(),
+        info: page.info,
+    }
 }
 
 /// Everything a reader can see: the exports of `parties` and all oracle data, newest first.

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::encode_cursor;
 
 /// Values a client might send: numbers, cursors, Go booleans, empty strings and noise.
 fn value() -> impl Strategy<Value = Option<String>> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::decode_cursor;
+use crate::{decode_cursor, encode_cursor};
 
 /// Row payloads are the row's index in the original dataset.
 type Row = (Position, u32);
@@ -121,10 +121,10 @@ fn check_page(page: &Page<u32>, expected: &[Row], has_previous: bool, has_next: 
         has_previous_page: has_previous,
         start_cursor: expected
             .first()
-            .map_or_else(String::new, |(position, _)| encode_cursor(*position)),
+            .map_or(Cursor::EMPTY, |(position, _)| Cursor::new(*position)),
         end_cursor: expected
             .last()
-            .map_or_else(String::new, |(position, _)| encode_cursor(*position)),
+            .map_or(Cursor::EMPTY, |(position, _)| Cursor::new(*position)),
     };
     assert_eq!(page.info, expected_info, "page info");
 }
@@ -160,7 +160,7 @@ fn check_walks(n_rows: u32, page_size: u32, newest_first: bool) {
         if !page.info.has_next_page {
             break;
         }
-        after = page.info.end_cursor;
+        after = page.info.end_cursor.to_string();
     }
     assert_eq!(seen, ordered, "forward walk");
 
@@ -186,7 +186,7 @@ fn check_walks(n_rows: u32, page_size: u32, newest_first: bool) {
         if !page.info.has_previous_page {
             break;
         }
-        before = page.info.start_cursor;
+        before = page.info.start_cursor.to_string();
     }
     assert_eq!(seen, ordered, "backward walk");
 }
@@ -216,7 +216,7 @@ fn walks_with_the_default_page_size() {
         let page = fetch(&rows, &params(&[("newestFirst", order)])).expect("valid");
         check_page(&page, &ordered[..1000], false, true);
 
-        let after = page.info.end_cursor.clone();
+        let after = page.info.end_cursor;
         let page =
             fetch(&rows, &params(&[("after", &after), ("newestFirst", order)])).expect("valid");
         check_page(&page, &ordered[1000..2000], true, true);
@@ -225,7 +225,7 @@ fn walks_with_the_default_page_size() {
             fetch(&rows, &params(&[("last", "1000"), ("newestFirst", order)])).expect("valid");
         check_page(&page, &ordered[1500..], true, false);
 
-        let before = page.info.start_cursor.clone();
+        let before = page.info.start_cursor;
         let page = fetch(
             &rows,
             &params(&[("before", &before), ("newestFirst", order)]),
@@ -331,14 +331,14 @@ fn every_request_matches_the_brute_force_model() {
                         page.info.start_cursor,
                         expected
                             .first()
-                            .map_or_else(String::new, |row| encode_cursor(row.0)),
+                            .map_or(Cursor::EMPTY, |row| Cursor::new(row.0)),
                         "{query:?}"
                     );
                     assert_eq!(
                         page.info.end_cursor,
                         expected
                             .last()
-                            .map_or_else(String::new, |row| encode_cursor(row.0)),
+                            .map_or(Cursor::EMPTY, |row| Cursor::new(row.0)),
                         "{query:?}"
                     );
                 }
@@ -484,7 +484,7 @@ fn deleting_rows_during_a_walk_skips_nothing() {
             if !page.info.has_next_page {
                 break;
             }
-            after = page.info.end_cursor;
+            after = page.info.end_cursor.to_string();
         }
         assert_eq!(seen, in_order(&original, newest_first));
     }
@@ -546,9 +546,9 @@ fn appending_rows_during_a_walk_repeats_and_skips_nothing() {
                     break;
                 }
                 cursor = if last_mode {
-                    page.info.start_cursor
+                    page.info.start_cursor.to_string()
                 } else {
-                    page.info.end_cursor
+                    page.info.end_cursor.to_string()
                 };
             }
             // Every row, new ones included, at most once, in the chosen order.
@@ -706,8 +706,8 @@ fn empty_page_has_no_flags_even_if_told_otherwise() {
         PageInfo {
             has_next_page: false,
             has_previous_page: false,
-            start_cursor: String::new(),
-            end_cursor: String::new(),
+            start_cursor: Cursor::EMPTY,
+            end_cursor: Cursor::EMPTY,
         }
     );
 }

@@ -2,12 +2,12 @@
 //! read-only snapshot.
 
 use ledger_core::OracleSpecId;
-use oracle_core::{Page, PageRequest, Position, Scan};
+use oracle_core::{PageRequest, Position, Scan};
 use postgres::GenericClient;
 use postgres::types::ToSql;
 
 use super::{PgConn, PgStore, Statements, map_err};
-use crate::{Error, OracleStore};
+use crate::{Error, OraclePage, OracleStore};
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
@@ -16,7 +16,7 @@ impl OracleStore for PgStore {
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error> {
+    ) -> Result<OraclePage, Error> {
         self.read(|conn| page(conn, spec, request), || true)
     }
 }
@@ -29,20 +29,20 @@ fn page(
     conn: &mut PgConn,
     spec: Option<&OracleSpecId>,
     request: &PageRequest,
-) -> Result<Page<Vec<u8>>, Error> {
+) -> Result<OraclePage, Error> {
     let spec = match spec {
         None => None,
         // A spec that never matched anything has an empty listing.
         Some(spec) => match spec_key(conn, spec)? {
             Some(key) => Some(key),
-            None => return Ok(request.assemble(Vec::new(), false)),
+            None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
         },
     };
     let main = request.main_scan();
     let (client, mut statements) = conn.autocommit();
     let rows = scan(client, &mut statements, spec, &main)?;
     if request.boundary_scan(&positions(&rows)).is_none() {
-        return Ok(request.assemble(rows, false));
+        return Ok(OraclePage::assemble(request, rows, false));
     }
     let (mut tx, mut statements) = conn.snapshot()?;
     let rows = scan(&mut tx, &mut statements, spec, &main)?;
@@ -51,7 +51,7 @@ fn page(
         None => false,
     };
     tx.commit().map_err(map_err)?;
-    Ok(request.assemble(rows, boundary_exists))
+    Ok(OraclePage::assemble(request, rows, boundary_exists))
 }
 
 /// The dictionary key of a spec, from the connection's cache or the database.

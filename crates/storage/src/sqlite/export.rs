@@ -33,7 +33,7 @@ impl LedgerStore for SqliteStore {
         let mut conn = self.readers.get()?;
         // A deferred transaction: the snapshot is taken by the first read below and every later
         // statement sees the same one, whatever an ingest commits meanwhile.
-        let tx = conn.as_mut().transaction().map_err(map_err)?;
+        let tx = conn.snapshot()?;
         let scans = plan(&tx, filter)?;
         let mut statements = Vec::with_capacity(scans.len());
         for _ in &scans {
@@ -47,7 +47,7 @@ impl LedgerStore for SqliteStore {
         }
         let summary = stream(&mut statements, &scans, sink)?;
         drop(statements);
-        tx.commit().map_err(map_err)?;
+        tx.commit()?;
         Ok(summary)
     }
 }

@@ -1,37 +1,44 @@
 //! Oracle data pages: keyset range scans on the position, overall or per spec.
 
+use std::ops::Range;
+
 use ledger_core::OracleSpecId;
-use oracle_core::{Page, PageRequest, Position, Scan};
+use oracle_core::{PageRequest, Position, Scan};
 use rusqlite::{Connection, OptionalExtension, ToSql};
 
 use super::{SqliteStore, map_err};
-use crate::{Error, OracleStore};
+use crate::model::push_node;
+use crate::{Error, OraclePage, OracleStore};
 
 impl OracleStore for SqliteStore {
     fn oracle_page(
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
-    ) -> Result<Page<Vec<u8>>, Error> {
+    ) -> Result<OraclePage, Error> {
         let mut conn = self.readers.get()?;
         // Both scans read one snapshot, so the page flags agree with the page.
-        let tx = conn.as_mut().transaction().map_err(map_err)?;
+        let tx = conn.snapshot()?;
         let filter = match spec {
             None => SpecFilter::All,
             Some(spec) => match spec_key(&tx, spec)? {
                 Some(key) => SpecFilter::Spec(key),
                 // A spec that never matched anything has an empty listing.
-                None => return Ok(request.assemble(Vec::new(), false)),
+                None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
             },
         };
-        let rows = scan(&tx, filter, &request.main_scan())?;
+        let mut nodes = Vec::new();
+        let rows = scan(&tx, filter, &request.main_scan(), &mut nodes)?;
         let positions: Vec<Position> = rows.iter().map(|(position, _)| *position).collect();
         let boundary_exists = match request.boundary_scan(&positions) {
-            Some(boundary) => !scan(&tx, filter, &boundary)?.is_empty(),
+            Some(boundary) => !scan(&tx, filter, &boundary, &mut nodes)?.is_empty(),
             None => false,
         };
-        tx.commit().map_err(map_err)?;
-        Ok(request.assemble(rows, boundary_exists))
+        tx.commit()?;
+        Ok(OraclePage {
+            page: request.assemble(rows, boundary_exists),
+            nodes,
+        })
     }
 }
 
@@ -110,11 +117,13 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, bound: Bound) -> String {
     )
 }
 
+/// Runs one scan, appending each row's JSON to `nodes` straight from SQLite's row buffer.
 fn scan(
     conn: &Connection,
     filter: SpecFilter,
     scan: &Scan,
-) -> Result<Vec<(Position, Vec<u8>)>, Error> {
+    nodes: &mut Vec<u8>,
+) -> Result<Vec<(Position, Range<usize>)>, Error> {
     let spec = match filter {
         SpecFilter::All => None,
         SpecFilter::Spec(key) => Some(key),
@@ -147,7 +156,15 @@ fn scan(
             block: row.get::<_, i64>(1).map_err(map_err)? as u64,
             seq: row.get::<_, i64>(2).map_err(map_err)? as u64,
         };
-        out.push((position, row.get(3).map_err(map_err)?));
+        let json = row
+            .get_ref(3)
+            .and_then(|json| Ok(json.as_bytes()?))
+            .map_err(map_err)?;
+        if nodes.capacity() == nodes.len() {
+            // Rows are alike: size the buffer for the whole scan at the first one.
+            nodes.reserve(json.len() * scan.limit.saturating_sub(out.len()).min(1024));
+        }
+        out.push((position, push_node(nodes, json)));
     }
     Ok(out)
 }

@@ -58,7 +58,12 @@ type Edges = Vec<(String, String)>;
 fn edges(page: oracle_core::Page<Vec<u8>>) -> Edges {
     page.edges
         .into_iter()
-        .map(|edge| (edge.cursor, String::from_utf8(edge.node).unwrap()))
+        .map(|edge| {
+            (
+                edge.cursor.to_string(),
+                String::from_utf8(edge.node).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -89,7 +94,7 @@ fn walk_forward(store: &impl Store, spec: Option<u8>, size: usize, newest_first:
         } else {
             page.edges.len() == size
         });
-        after = page.info.end_cursor.clone();
+        after = page.info.end_cursor.to_string();
         walked.extend(edges(page));
         if last {
             break;
@@ -121,7 +126,7 @@ fn walk_backward(store: &impl Store, spec: Option<u8>, size: usize, newest_first
         } else {
             page.edges.len() == size
         });
-        before = page.info.start_cursor.clone();
+        before = page.info.start_cursor.to_string();
         pages.push(edges(page));
         if first {
             break;
