@@ -128,8 +128,8 @@ impl ExportSink for Count {
         ControlFlow::Continue(())
     }
 
-    fn row(&mut self, _csv_line: &[u8]) -> ControlFlow<()> {
-        self.0 += 1;
+    fn rows(&mut self, _csv_lines: &[u8], count: u64) -> ControlFlow<()> {
+        self.0 += count;
         ControlFlow::Continue(())
     }
 }

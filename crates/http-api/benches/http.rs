@@ -58,7 +58,7 @@ impl LedgerStore for MemoryStore {
         }
         for row in &self.rows {
             summary.rows += 1;
-            if let ControlFlow::Break(()) = sink.row(row) {
+            if let ControlFlow::Break(()) = sink.rows(row, 1) {
                 summary.stopped = true;
                 break;
             }

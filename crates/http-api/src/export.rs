@@ -270,9 +270,9 @@ impl ExportSink for ChannelSink<'_> {
         self.flush()
     }
 
-    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
-        self.buffer.extend_from_slice(csv_line);
-        self.unreported_rows += 1;
+    fn rows(&mut self, csv_lines: &[u8], count: u64) -> ControlFlow<()> {
+        self.buffer.extend_from_slice(csv_lines);
+        self.unreported_rows += count;
         if self.buffer.len() >= CHUNK_BYTES {
             return self.flush();
         }

@@ -80,7 +80,7 @@ impl LedgerStore for FakeStore {
                 return Err(self.failure());
             }
             summary.rows += 1;
-            if let ControlFlow::Break(()) = sink.row(row.as_bytes()) {
+            if let ControlFlow::Break(()) = sink.rows(row.as_bytes(), 1) {
                 summary.stopped = true;
                 break;
             }

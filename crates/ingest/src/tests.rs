@@ -161,8 +161,8 @@ impl ExportSink for Text {
         ControlFlow::Continue(())
     }
 
-    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
-        self.0.push_str(std::str::from_utf8(csv_line).unwrap());
+    fn rows(&mut self, csv_lines: &[u8], _count: u64) -> ControlFlow<()> {
+        self.0.push_str(std::str::from_utf8(csv_lines).unwrap());
         ControlFlow::Continue(())
     }
 }

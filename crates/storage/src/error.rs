@@ -46,7 +46,9 @@ impl Error {
 /// bytes, so a change to what they hold (a column, a number format) makes every stored row
 /// stale. Every backend records the version it wrote beside its schema version and refuses to
 /// append to or serve rows of another one.
-pub const ROW_FORMAT: u32 = 1;
+///
+/// Format 2 stores a party's ledger lines in segments (`segment.rs`) instead of a row each.
+pub const ROW_FORMAT: u32 = 2;
 
 /// The message for a store written in another row format.
 pub(crate) fn row_format_mismatch(found: &str) -> Error {

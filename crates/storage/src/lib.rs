@@ -46,6 +46,8 @@ mod error;
 mod model;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod segment;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]

@@ -9,7 +9,7 @@ use oracle_core::{Edge, Page, PageRequest, Position};
 
 use crate::Error;
 
-/// Receives an export as it is read, one finished CSV line at a time.
+/// Receives an export as it is read, in runs of finished CSV lines.
 ///
 /// Returning [`ControlFlow::Break`] from either method stops the read at once (the client went
 /// away) and releases the snapshot and the connection.
@@ -17,8 +17,10 @@ pub trait ExportSink {
     /// Called once the snapshot is open and the query is ready, before the first row: from here
     /// on a failure can no longer be reported as a status.
     fn started(&mut self) -> ControlFlow<()>;
-    /// Called for every row, in the order of the export; `csv_line` ends with `\n`.
-    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()>;
+    /// Called with the next `count` rows of the export, in order: `csv_lines` holds whole
+    /// lines, each ending with `\n` (a store hands over as many adjacent lines at once as its
+    /// layout holds, up to a whole stored segment).
+    fn rows(&mut self, csv_lines: &[u8], count: u64) -> ControlFlow<()>;
 }
 
 /// How an export ended, when it did not fail.

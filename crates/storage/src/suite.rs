@@ -144,19 +144,27 @@ impl ExportSink for Collect {
         }
     }
 
-    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
+    fn rows(&mut self, csv_lines: &[u8], count: u64) -> ControlFlow<()> {
         assert_eq!(self.started, 1, "a row before started");
         assert!(
             self.stop_after.is_none_or(|n| self.labels.len() < n),
             "a row after Break"
         );
-        self.labels.push(label(csv_line));
-        if self.stop_after == Some(self.labels.len()) {
+        let lines = split_lines(csv_lines);
+        assert_eq!(lines.len() as u64, count, "rows miscounted");
+        self.labels.extend(lines.into_iter().map(label));
+        if self.stop_after.is_some_and(|n| self.labels.len() >= n) {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
         }
     }
+}
+
+/// The lines of a run handed to a sink, each with its `\n`.
+pub(crate) fn split_lines(csv_lines: &[u8]) -> Vec<&[u8]> {
+    assert!(csv_lines.ends_with(b"\n"), "a run ends with a whole line");
+    csv_lines.split_inclusive(|b| *b == b'\n').collect()
 }
 
 /// The label of a row written by [`ledger_row`].

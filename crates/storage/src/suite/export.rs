@@ -163,8 +163,9 @@ impl ExportSink for CommitDuringExport<'_> {
         ControlFlow::Continue(())
     }
 
-    fn row(&mut self, csv_line: &[u8]) -> ControlFlow<()> {
-        self.labels.push(label(csv_line));
+    fn rows(&mut self, csv_lines: &[u8], _count: u64) -> ControlFlow<()> {
+        self.labels
+            .extend(super::split_lines(csv_lines).into_iter().map(label));
         if !self.committed {
             self.committed = true;
             commit(self.writer, &ledger_batch(rows(self.late)));

@@ -1,0 +1,437 @@
+//! Ledger segments: a party's finished CSV lines stored back to back in export order, in blobs
+//! of about [`SEGMENT_BYTES`], each with a fixed-width index of its lines.
+//!
+//! An export copies whole segments to the socket instead of stepping a b-tree row by row; only
+//! the two segments at the edges of a time window, and every segment of a one-asset export, are
+//! cut line by line through the index. Both backends store segments the same way: the lines
+//! (`csv`) and the index (`keys`) as two blobs, keyed by the party and the last line's key.
+//!
+//! The index holds one [`INDEX_ENTRY`]-byte entry per line, little-endian: vega time (i64), block
+//! (i64), sequence number (i64), entry index (i64), asset dictionary id (i64), and the offset in
+//! `csv` where the line ends (u32). A stored index is checked before use: a damaged one is
+//! reported as [`Error::Corrupt`], never trusted for slicing.
+
+use std::ops::ControlFlow;
+
+use crate::{Error, ExportSink, ExportSummary};
+
+/// The CSV bytes after which a segment is sealed and the next line starts a new one.
+pub(crate) const SEGMENT_BYTES: usize = 256 * 1024;
+
+/// A party's last segment shorter than this is rewritten with the next batch's lines instead of
+/// being followed by a new segment, so that a stream committed a block at a time (the live
+/// socket) still ends up in large segments, while a rewrite never copies more than this.
+pub(crate) const SMALL_TAIL_BYTES: usize = 32 * 1024;
+
+/// Bytes of one line's entry in a segment's index.
+pub(crate) const INDEX_ENTRY: usize = 44;
+
+/// A line's place in the total order: vega time, block, sequence number, entry index.
+pub(crate) type LineKey = (i64, i64, i64, i64);
+
+/// The smallest key at a vega time: every line at `time` sorts at or after it.
+pub(crate) fn first_key_at(time: i64) -> LineKey {
+    (time, i64::MIN, i64::MIN, i64::MIN)
+}
+
+/// One line of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Line<'a> {
+    /// Its place in the total order.
+    pub key: LineKey,
+    /// The asset's dictionary id.
+    pub asset: i64,
+    /// The finished CSV line, with its `\n`.
+    pub csv: &'a [u8],
+}
+
+/// A segment being built, or read back whole to be rewritten.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Segment {
+    /// The lines, back to back.
+    pub csv: Vec<u8>,
+    /// One [`INDEX_ENTRY`] per line.
+    pub keys: Vec<u8>,
+}
+
+impl Segment {
+    /// Appends a line; lines must come in ascending key order.
+    pub(crate) fn push(&mut self, key: LineKey, asset: i64, csv: &[u8]) -> Result<(), Error> {
+        self.csv.extend_from_slice(csv);
+        let end = u32::try_from(self.csv.len())
+            .map_err(|_| Error::Internal("a ledger segment outgrew 4 GiB".into()))?;
+        for value in [key.0, key.1, key.2, key.3, asset] {
+            self.keys.extend_from_slice(&value.to_le_bytes());
+        }
+        self.keys.extend_from_slice(&end.to_le_bytes());
+        Ok(())
+    }
+
+    /// The lines it holds.
+    pub(crate) fn lines(&self) -> usize {
+        self.keys.len() / INDEX_ENTRY
+    }
+
+    /// A view for reading, unchecked: a segment built here is well formed.
+    pub(crate) fn view(&self) -> SegmentRef<'_> {
+        SegmentRef {
+            csv: &self.csv,
+            keys: &self.keys,
+        }
+    }
+
+    /// The first line's key (`None` when empty).
+    pub(crate) fn first_key(&self) -> Option<LineKey> {
+        (!self.keys.is_empty()).then(|| self.view().key(0))
+    }
+
+    /// The last line's key (`None` when empty).
+    pub(crate) fn last_key(&self) -> Option<LineKey> {
+        self.lines()
+            .checked_sub(1)
+            .map(|last| self.view().key(last))
+    }
+}
+
+/// A stored segment, borrowed from the backend's row buffer, its index checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentRef<'a> {
+    csv: &'a [u8],
+    keys: &'a [u8],
+}
+
+impl<'a> SegmentRef<'a> {
+    /// Checks a stored segment: whole index entries, line ends ascending and within the lines,
+    /// the last one at their end, keys ascending.
+    pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
+        let corrupt = |what: &str| Err(Error::Corrupt(format!("ledger segment: {what}")));
+        if keys.len() % INDEX_ENTRY != 0 {
+            return corrupt("index of a partial entry");
+        }
+        let segment = SegmentRef { csv, keys };
+        let mut start = 0;
+        let mut previous = None;
+        for i in 0..segment.len() {
+            let end = segment.end(i);
+            if end <= start || end > csv.len() {
+                return corrupt("line end out of order or out of bounds");
+            }
+            let key = segment.key(i);
+            if previous.is_some_and(|previous| previous >= key) {
+                return corrupt("line keys out of order");
+            }
+            previous = Some(key);
+            start = end;
+        }
+        if start != csv.len() {
+            return corrupt("lines not covered by the index");
+        }
+        Ok(segment)
+    }
+
+    /// How many lines it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len() / INDEX_ENTRY
+    }
+
+    fn field(&self, line: usize, field: usize) -> i64 {
+        let at = line * INDEX_ENTRY + field * 8;
+        i64::from_le_bytes(self.keys[at..at + 8].try_into().expect("eight bytes"))
+    }
+
+    fn end(&self, line: usize) -> usize {
+        let at = line * INDEX_ENTRY + 40;
+        u32::from_le_bytes(self.keys[at..at + 4].try_into().expect("four bytes")) as usize
+    }
+
+    fn start(&self, line: usize) -> usize {
+        line.checked_sub(1).map_or(0, |previous| self.end(previous))
+    }
+
+    fn key(&self, line: usize) -> LineKey {
+        (
+            self.field(line, 0),
+            self.field(line, 1),
+            self.field(line, 2),
+            self.field(line, 3),
+        )
+    }
+
+    /// Line `i`.
+    pub(crate) fn line(&self, i: usize) -> Line<'a> {
+        Line {
+            key: self.key(i),
+            asset: self.field(i, 4),
+            csv: &self.csv[self.start(i)..self.end(i)],
+        }
+    }
+
+    /// Every line, in order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = Line<'a>> {
+        (0..self.len()).map(move |i| self.line(i))
+    }
+
+    /// The first line at or after `key` (`len()` when none is).
+    fn partition(&self, key: LineKey) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.key(middle) < key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
+
+    /// Hands the lines within the vega-time window `[low, high]` (inclusive) and, when `asset`
+    /// is given, of that asset, to the sink in as few calls as runs of adjacent lines allow.
+    pub(crate) fn emit(
+        &self,
+        low: i64,
+        high: i64,
+        asset: Option<i64>,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> ControlFlow<()> {
+        let first = self.partition(first_key_at(low));
+        let end = match high.checked_add(1) {
+            Some(after) => self.partition(first_key_at(after)),
+            None => self.len(),
+        };
+        let mut run = first;
+        for i in first..end {
+            if asset.is_some_and(|asset| self.field(i, 4) != asset) {
+                self.send(run..i, sink, summary)?;
+                run = i + 1;
+            }
+        }
+        self.send(run..end, sink, summary)
+    }
+
+    fn send(
+        &self,
+        lines: std::ops::Range<usize>,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> ControlFlow<()> {
+        if lines.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let count = (lines.end - lines.start) as u64;
+        summary.rows += count;
+        let result = sink.rows(&self.csv[self.start(lines.start)..self.end(lines.end - 1)], count);
+        if result.is_break() {
+            summary.stopped = true;
+        }
+        result
+    }
+}
+
+/// Lays out a party's segments after a batch: the stored segments that the batch's lines touch
+/// (those whose last key is at or after the batch's first key, or else a small last segment to
+/// grow), merged with the batch's lines (sorted, ascending), then cut at [`SEGMENT_BYTES`]. A
+/// batch line whose key is stored already is dropped: rows are immutable.
+///
+/// The caller replaces `stored` with the result in one transaction.
+pub(crate) fn rebuild<'a>(
+    stored: &[Segment],
+    batch: impl IntoIterator<Item = Line<'a>>,
+) -> Result<Vec<Segment>, Error> {
+    let mut out = Vec::new();
+    let mut current = Segment::default();
+    let mut put = |line: Line<'_>| -> Result<(), Error> {
+        if current.csv.len() >= SEGMENT_BYTES {
+            out.push(std::mem::take(&mut current));
+        }
+        current.push(line.key, line.asset, line.csv)
+    };
+    let mut old = stored.iter().flat_map(|segment| segment.view().iter()).peekable();
+    let mut new = batch.into_iter().peekable();
+    loop {
+        let next = match (old.peek(), new.peek()) {
+            (None, None) => break,
+            (Some(_), None) => old.next(),
+            (None, Some(_)) => new.next(),
+            (Some(stored), Some(line)) if stored.key < line.key => old.next(),
+            (Some(stored), Some(line)) if stored.key == line.key => {
+                new.next();
+                old.next()
+            }
+            (Some(_), Some(_)) => new.next(),
+        };
+        put(next.expect("peeked"))?;
+    }
+    if !current.keys.is_empty() {
+        out.push(current);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(time: i64, asset: i64) -> (LineKey, i64, Vec<u8>) {
+        (
+            (time, 1, 2, 0),
+            asset,
+            format!("{time},asset{asset}\n").into_bytes(),
+        )
+    }
+
+    fn segment(lines: &[(LineKey, i64, Vec<u8>)]) -> Segment {
+        let mut segment = Segment::default();
+        for (key, asset, csv) in lines {
+            segment.push(*key, *asset, csv).unwrap();
+        }
+        segment
+    }
+
+    #[derive(Default)]
+    struct Collect {
+        bytes: Vec<u8>,
+        calls: usize,
+        rows: u64,
+    }
+
+    impl ExportSink for Collect {
+        fn started(&mut self) -> ControlFlow<()> {
+            ControlFlow::Continue(())
+        }
+        fn rows(&mut self, csv_lines: &[u8], count: u64) -> ControlFlow<()> {
+            self.bytes.extend_from_slice(csv_lines);
+            self.calls += 1;
+            self.rows += count;
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn emit(segment: &Segment, low: i64, high: i64, asset: Option<i64>) -> (String, Collect) {
+        let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
+        let mut sink = Collect::default();
+        let mut summary = ExportSummary::default();
+        assert!(view.emit(low, high, asset, &mut sink, &mut summary).is_continue());
+        assert_eq!(summary.rows, sink.rows);
+        (String::from_utf8(sink.bytes.clone()).unwrap(), sink)
+    }
+
+    #[test]
+    fn a_whole_segment_goes_out_in_one_call() {
+        let lines: Vec<_> = (1..=5).map(|t| line(t, t % 2)).collect();
+        let (text, sink) = emit(&segment(&lines), i64::MIN, i64::MAX, None);
+        assert_eq!(text, "1,asset1\n2,asset0\n3,asset1\n4,asset0\n5,asset1\n");
+        assert_eq!((sink.calls, sink.rows), (1, 5));
+    }
+
+    #[test]
+    fn a_window_cuts_at_vega_time_bounds_inclusively() {
+        let lines: Vec<_> = (1..=6).map(|t| line(t / 2, 0)).collect();
+        // Times 0, 1, 1, 2, 2, 3.
+        let segment = segment(&lines);
+        assert_eq!(emit(&segment, 1, 2, None).0, "1,asset0\n1,asset0\n2,asset0\n2,asset0\n");
+        assert_eq!(emit(&segment, 3, i64::MAX, None).0, "3,asset0\n");
+        assert_eq!(emit(&segment, 4, 10, None).1.calls, 0);
+        assert_eq!(emit(&segment, i64::MIN, 0, None).0, "0,asset0\n");
+    }
+
+    #[test]
+    fn an_asset_filter_sends_runs_of_adjacent_lines() {
+        let assets = [1, 1, 2, 1, 2, 2, 1];
+        let lines: Vec<_> = assets
+            .iter()
+            .enumerate()
+            .map(|(t, a)| line(t as i64, *a))
+            .collect();
+        let (text, sink) = emit(&segment(&lines), i64::MIN, i64::MAX, Some(1));
+        assert_eq!(text, "0,asset1\n1,asset1\n3,asset1\n6,asset1\n");
+        assert_eq!((sink.calls, sink.rows), (3, 4));
+        assert_eq!(emit(&segment(&lines), 3, 5, Some(2)).0, "4,asset2\n5,asset2\n");
+    }
+
+    #[test]
+    fn a_sink_that_stops_is_obeyed_and_counted() {
+        struct StopAfterOne(u64);
+        impl ExportSink for StopAfterOne {
+            fn started(&mut self) -> ControlFlow<()> {
+                ControlFlow::Continue(())
+            }
+            fn rows(&mut self, _: &[u8], count: u64) -> ControlFlow<()> {
+                self.0 += count;
+                ControlFlow::Break(())
+            }
+        }
+        let lines: Vec<_> = [1, 2, 1].iter().map(|a| line(*a, *a)).collect();
+        let segment = segment(&lines);
+        let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
+        let mut summary = ExportSummary::default();
+        let mut sink = StopAfterOne(0);
+        assert!(
+            view.emit(i64::MIN, i64::MAX, Some(1), &mut sink, &mut summary)
+                .is_break()
+        );
+        assert_eq!((sink.0, summary.rows, summary.stopped), (1, 1, true));
+    }
+
+    #[test]
+    fn damaged_indexes_are_reported_not_trusted() {
+        let good = segment(&[line(1, 0), line(2, 0)]);
+        assert!(SegmentRef::new(&good.csv, &good.keys).is_ok());
+        let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+            ("partial entry", good.csv.clone(), good.keys[..50].to_vec()),
+            ("short lines", good.csv[..5].to_vec(), good.keys.clone()),
+            ("lines beyond the index", [&good.csv[..], b"x"].concat(), good.keys.clone()),
+            ("keys out of order", good.csv.clone(), {
+                let mut keys = good.keys.clone();
+                keys[INDEX_ENTRY..INDEX_ENTRY + 8].copy_from_slice(&0i64.to_le_bytes());
+                keys
+            }),
+            ("ends out of order", good.csv.clone(), {
+                let mut keys = good.keys.clone();
+                keys[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
+                keys
+            }),
+        ];
+        for (case, csv, keys) in cases {
+            assert!(
+                matches!(SegmentRef::new(&csv, &keys), Err(Error::Corrupt(_))),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn rebuild_merges_in_key_order_and_keeps_stored_lines() {
+        let stored = segment(&[line(1, 0), line(3, 0), line(5, 0)]);
+        let mut changed = line(3, 0);
+        changed.2 = b"3,changed\n".to_vec();
+        let batch = segment(&[line(2, 0), changed, line(6, 0)]);
+        let out = rebuild(&[stored], batch.view().iter()).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            String::from_utf8(out[0].csv.clone()).unwrap(),
+            "1,asset0\n2,asset0\n3,asset0\n5,asset0\n6,asset0\n"
+        );
+        assert_eq!(out[0].first_key(), Some((1, 1, 2, 0)));
+        assert_eq!(out[0].last_key(), Some((6, 1, 2, 0)));
+        assert!(rebuild(&[], std::iter::empty()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn rebuild_cuts_segments_at_the_size_bound_without_losing_a_line() {
+        let big = vec![b'x'; 1000];
+        let mut batch = Segment::default();
+        let count = 3 * SEGMENT_BYTES / 1000;
+        for t in 0..count as i64 {
+            batch.push((t, 0, 0, 0), 0, &big).unwrap();
+        }
+        let out = rebuild(&[], batch.view().iter()).unwrap();
+        assert!(out.len() >= 3, "{} segments", out.len());
+        assert!(out.iter().all(|s| s.csv.len() < SEGMENT_BYTES + 1000));
+        assert_eq!(out.iter().map(Segment::lines).sum::<usize>(), count);
+        for pair in out.windows(2) {
+            assert!(pair[0].last_key() < pair[1].first_key());
+        }
+    }
+}
