@@ -67,6 +67,12 @@ impl Segment {
         Ok(())
     }
 
+    /// A segment read back from a store, its index checked first (see [`SegmentRef::new`]).
+    pub(crate) fn from_stored(csv: Vec<u8>, keys: Vec<u8>) -> Result<Self, Error> {
+        SegmentRef::new(&csv, &keys)?;
+        Ok(Segment { csv, keys })
+    }
+
     /// The lines it holds.
     pub(crate) fn lines(&self) -> usize {
         self.keys.len() / INDEX_ENTRY
@@ -221,7 +227,10 @@ impl<'a> SegmentRef<'a> {
         }
         let count = (lines.end - lines.start) as u64;
         summary.rows += count;
-        let result = sink.rows(&self.csv[self.start(lines.start)..self.end(lines.end - 1)], count);
+        let result = sink.rows(
+            &self.csv[self.start(lines.start)..self.end(lines.end - 1)],
+            count,
+        );
         if result.is_break() {
             summary.stopped = true;
         }
@@ -247,7 +256,10 @@ pub(crate) fn rebuild<'a>(
         }
         current.push(line.key, line.asset, line.csv)
     };
-    let mut old = stored.iter().flat_map(|segment| segment.view().iter()).peekable();
+    let mut old = stored
+        .iter()
+        .flat_map(|segment| segment.view().iter())
+        .peekable();
     let mut new = batch.into_iter().peekable();
     loop {
         let next = match (old.peek(), new.peek()) {
@@ -273,9 +285,11 @@ pub(crate) fn rebuild<'a>(
 mod tests {
     use super::*;
 
+    /// A line at `time`; lines at one time differ by their sequence number (`asset`, since
+    /// the tests give each line of a time its own asset or time).
     fn line(time: i64, asset: i64) -> (LineKey, i64, Vec<u8>) {
         (
-            (time, 1, 2, 0),
+            (time, 1, asset, 0),
             asset,
             format!("{time},asset{asset}\n").into_bytes(),
         )
@@ -312,7 +326,10 @@ mod tests {
         let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
         let mut sink = Collect::default();
         let mut summary = ExportSummary::default();
-        assert!(view.emit(low, high, asset, &mut sink, &mut summary).is_continue());
+        assert!(
+            view.emit(low, high, asset, &mut sink, &mut summary)
+                .is_continue()
+        );
         assert_eq!(summary.rows, sink.rows);
         (String::from_utf8(sink.bytes.clone()).unwrap(), sink)
     }
@@ -327,13 +344,16 @@ mod tests {
 
     #[test]
     fn a_window_cuts_at_vega_time_bounds_inclusively() {
-        let lines: Vec<_> = (1..=6).map(|t| line(t / 2, 0)).collect();
+        let lines: Vec<_> = (1..=6).map(|t| line(t / 2, t % 2)).collect();
         // Times 0, 1, 1, 2, 2, 3.
         let segment = segment(&lines);
-        assert_eq!(emit(&segment, 1, 2, None).0, "1,asset0\n1,asset0\n2,asset0\n2,asset0\n");
+        assert_eq!(
+            emit(&segment, 1, 2, None).0,
+            "1,asset0\n1,asset1\n2,asset0\n2,asset1\n"
+        );
         assert_eq!(emit(&segment, 3, i64::MAX, None).0, "3,asset0\n");
         assert_eq!(emit(&segment, 4, 10, None).1.calls, 0);
-        assert_eq!(emit(&segment, i64::MIN, 0, None).0, "0,asset0\n");
+        assert_eq!(emit(&segment, i64::MIN, 0, None).0, "0,asset1\n");
     }
 
     #[test]
@@ -347,7 +367,10 @@ mod tests {
         let (text, sink) = emit(&segment(&lines), i64::MIN, i64::MAX, Some(1));
         assert_eq!(text, "0,asset1\n1,asset1\n3,asset1\n6,asset1\n");
         assert_eq!((sink.calls, sink.rows), (3, 4));
-        assert_eq!(emit(&segment(&lines), 3, 5, Some(2)).0, "4,asset2\n5,asset2\n");
+        assert_eq!(
+            emit(&segment(&lines), 3, 5, Some(2)).0,
+            "4,asset2\n5,asset2\n"
+        );
     }
 
     #[test]
@@ -362,7 +385,11 @@ mod tests {
                 ControlFlow::Break(())
             }
         }
-        let lines: Vec<_> = [1, 2, 1].iter().map(|a| line(*a, *a)).collect();
+        let lines: Vec<_> = [1, 2, 1]
+            .iter()
+            .enumerate()
+            .map(|(t, a)| line(t as i64, *a))
+            .collect();
         let segment = segment(&lines);
         let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
         let mut summary = ExportSummary::default();
@@ -381,7 +408,11 @@ mod tests {
         let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
             ("partial entry", good.csv.clone(), good.keys[..50].to_vec()),
             ("short lines", good.csv[..5].to_vec(), good.keys.clone()),
-            ("lines beyond the index", [&good.csv[..], b"x"].concat(), good.keys.clone()),
+            (
+                "lines beyond the index",
+                [&good.csv[..], b"x"].concat(),
+                good.keys.clone(),
+            ),
             ("keys out of order", good.csv.clone(), {
                 let mut keys = good.keys.clone();
                 keys[INDEX_ENTRY..INDEX_ENTRY + 8].copy_from_slice(&0i64.to_le_bytes());
@@ -413,8 +444,8 @@ mod tests {
             String::from_utf8(out[0].csv.clone()).unwrap(),
             "1,asset0\n2,asset0\n3,asset0\n5,asset0\n6,asset0\n"
         );
-        assert_eq!(out[0].first_key(), Some((1, 1, 2, 0)));
-        assert_eq!(out[0].last_key(), Some((6, 1, 2, 0)));
+        assert_eq!(out[0].first_key(), Some((1, 1, 0, 0)));
+        assert_eq!(out[0].last_key(), Some((6, 1, 0, 0)));
         assert!(rebuild(&[], std::iter::empty()).unwrap().is_empty());
     }
 

@@ -109,7 +109,8 @@ fn export(
         let mut rows = BinaryCopyOutIter::new(reader, &[Type::BYTEA]);
         while let Some(row) = rows.next().map_err(map_err)? {
             summary.rows += 1;
-            if let ControlFlow::Break(()) = sink.row(row.try_get::<&[u8]>(0).map_err(map_err)?) {
+            if let ControlFlow::Break(()) = sink.rows(row.try_get::<&[u8]>(0).map_err(map_err)?, 1)
+            {
                 summary.stopped = true;
                 break;
             }

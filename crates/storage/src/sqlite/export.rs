@@ -1,28 +1,24 @@
-//! The ledger export: ordered range scans over one party's rows.
+//! The ledger export: one ordered range search over a party's segments.
 
 use std::ops::ControlFlow;
 
 use ledger_core::ExportFilter;
-use rusqlite::{Connection, OptionalExtension, Row, Rows, Statement, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, map_err};
 use crate::model::inclusive_bounds;
+use crate::segment::SegmentRef;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 
-/// One ordered range scan: a party's rows of one asset within a vega-time window.
-///
-/// The `BETWEEN` bounds are inclusive, so the half-open range's end is passed as `end - 1`.
-/// See `docs/ARCHITECTURE.md` for its query plan.
-pub(crate) const SCAN_SQL: &str = "SELECT vega_time, block, seq, idx, csv FROM ledger_rows \
-     WHERE party = ?1 AND asset = ?2 AND vega_time BETWEEN ?3 AND ?4 \
-     ORDER BY vega_time, block, seq, idx";
-
-/// The next asset of a party after a given one: a skip scan over the clustered key, so listing a
-/// party's assets costs one seek per asset instead of a pass over its rows.
-pub(crate) const NEXT_ASSET_SQL: &str =
-    "SELECT asset FROM ledger_rows WHERE party = ?1 AND asset > ?2 ORDER BY asset LIMIT 1";
-
-type SortKey = (i64, i64, i64, i64);
+/// A party's segments that end at or after the window's start (`?2`), in order; the scan stops
+/// at the first segment that starts after the window's end (`?3`), whose lines are not read.
+/// The index (`keys`) is read only for a segment that must be cut: at the window's edges, or
+/// every one when `?4` (an asset filter) is true. See `docs/ARCHITECTURE.md` for its plan.
+pub(crate) const SCAN_SQL: &str = "SELECT first_time, last_time, lines, \
+     CASE WHEN first_time <= ?3 THEN csv END, \
+     CASE WHEN ?4 OR first_time < ?2 OR last_time > ?3 THEN keys END \
+     FROM ledger_segments WHERE party = ?1 AND last_time >= ?2 \
+     ORDER BY last_time, last_block, last_seq, last_idx";
 
 impl LedgerStore for SqliteStore {
     fn export_ledger(
@@ -34,56 +30,36 @@ impl LedgerStore for SqliteStore {
         // A deferred transaction: the snapshot is taken by the first read below and every later
         // statement sees the same one, whatever an ingest commits meanwhile.
         let tx = conn.snapshot()?;
-        let scans = plan(&tx, filter)?;
-        let mut statements = Vec::with_capacity(scans.len());
-        for _ in &scans {
-            statements.push(tx.prepare(SCAN_SQL).map_err(map_err)?);
-        }
+        let scan = plan(&tx, filter)?;
+        let mut statement = tx.prepare_cached(SCAN_SQL).map_err(map_err)?;
         if sink.started().is_break() {
             return Ok(ExportSummary {
                 rows: 0,
                 stopped: true,
             });
         }
-        let summary = stream(&mut statements, &scans, sink)?;
-        drop(statements);
+        let summary = match scan {
+            Some(scan) => stream(&mut statement, &scan, sink)?,
+            None => ExportSummary::default(),
+        };
+        drop(statement);
         tx.commit()?;
         Ok(summary)
     }
 }
 
-/// Runs the scans and streams their rows, merged into the total order, into the sink.
-fn stream(
-    statements: &mut [Statement<'_>],
-    scans: &[Scan],
-    sink: &mut dyn ExportSink,
-) -> Result<ExportSummary, Error> {
-    let mut streams = Vec::with_capacity(scans.len());
-    for (statement, scan) in statements.iter_mut().zip(scans) {
-        let rows = statement
-            .query(params![scan.party, scan.asset, scan.low, scan.high])
-            .map_err(map_err)?;
-        streams.push(rows);
-    }
-    match streams.len() {
-        0 => Ok(ExportSummary::default()),
-        1 => copy(streams.pop().expect("one stream"), sink),
-        _ => merge(streams, sink),
-    }
-}
-
-/// The bounds of one scan.
+/// The bounds of the scan.
 struct Scan {
     party: i64,
-    asset: i64,
+    asset: Option<i64>,
     low: i64,
     high: i64,
 }
 
-/// Resolves the filter into scans; none when the party, the asset or the window is empty.
-fn plan(conn: &Connection, filter: &ExportFilter) -> Result<Vec<Scan>, Error> {
+/// Resolves the filter; `None` when the party, the asset or the window is empty.
+fn plan(conn: &Connection, filter: &ExportFilter) -> Result<Option<Scan>, Error> {
     let Some((low, high)) = inclusive_bounds(&filter.range) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let lookup = |table: &str, hex: &[u8; 32]| -> Result<Option<i64>, Error> {
         conn.prepare_cached(&format!("SELECT id FROM {table} WHERE hex = ?1"))
@@ -91,112 +67,64 @@ fn plan(conn: &Connection, filter: &ExportFilter) -> Result<Vec<Scan>, Error> {
             .map_err(map_err)
     };
     let Some(party) = lookup("parties", filter.party.as_bytes())? else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    let assets = match &filter.asset {
-        Some(asset) => lookup("assets", asset.as_bytes())?.into_iter().collect(),
-        None => party_assets(conn, party)?,
+    let asset = match &filter.asset {
+        Some(asset) => match lookup("assets", asset.as_bytes())? {
+            Some(id) => Some(id),
+            None => return Ok(None),
+        },
+        None => None,
     };
-    Ok(assets
-        .into_iter()
-        .map(|asset| Scan {
-            party,
-            asset,
-            low,
-            high,
-        })
-        .collect())
+    Ok(Some(Scan {
+        party,
+        asset,
+        low,
+        high,
+    }))
 }
 
-/// Every asset the party has rows in, by skip scan.
-fn party_assets(conn: &Connection, party: i64) -> Result<Vec<i64>, Error> {
-    let mut stmt = conn.prepare_cached(NEXT_ASSET_SQL).map_err(map_err)?;
-    let mut assets = Vec::new();
-    let mut after = i64::MIN;
-    while let Some(asset) = stmt
-        .query_row(params![party, after], |row| row.get::<_, i64>(0))
-        .optional()
-        .map_err(map_err)?
-    {
-        assets.push(asset);
-        after = asset;
-    }
-    Ok(assets)
-}
-
-/// Streams a single scan straight from SQLite's buffers to the sink.
-fn copy(mut rows: Rows<'_>, sink: &mut dyn ExportSink) -> Result<ExportSummary, Error> {
+/// Streams the scan's segments: whole ones straight from SQLite's buffer in one call each, the
+/// ones at the window's edges or under an asset filter line by line through their index.
+fn stream(
+    statement: &mut rusqlite::Statement<'_>,
+    scan: &Scan,
+    sink: &mut dyn ExportSink,
+) -> Result<ExportSummary, Error> {
     let mut summary = ExportSummary::default();
+    let mut rows = statement
+        .query(params![
+            scan.party,
+            scan.low,
+            scan.high,
+            scan.asset.is_some()
+        ])
+        .map_err(map_err)?;
     while let Some(row) = rows.next().map_err(map_err)? {
-        let line = row
-            .get_ref(4)
-            .and_then(|v| Ok(v.as_blob()?))
+        let first: i64 = row.get(0).map_err(map_err)?;
+        let last: i64 = row.get(1).map_err(map_err)?;
+        if first > scan.high {
+            break;
+        }
+        let csv = row
+            .get_ref(3)
+            .and_then(|value| Ok(value.as_blob()?))
             .map_err(map_err)?;
-        summary.rows += 1;
-        if sink.row(line).is_break() {
-            summary.stopped = true;
-            break;
-        }
-    }
-    Ok(summary)
-}
-
-/// One scan's current row, copied out because SQLite reuses its buffer on the next step.
-struct Head<'stmt> {
-    rows: Rows<'stmt>,
-    key: SortKey,
-    line: Vec<u8>,
-    live: bool,
-}
-
-impl Head<'_> {
-    fn advance(&mut self) -> Result<(), Error> {
-        match self.rows.next().map_err(map_err)? {
-            Some(row) => {
-                self.key = sort_key(row).map_err(map_err)?;
-                self.line.clear();
-                self.line.extend_from_slice(
-                    row.get_ref(4)
-                        .and_then(|v| Ok(v.as_blob()?))
-                        .map_err(map_err)?,
-                );
-            }
-            None => self.live = false,
-        }
-        Ok(())
-    }
-}
-
-/// Merges the per-asset scans of a party into the total order. Parties hold few assets, so a
-/// linear pick of the smallest head beats a heap.
-fn merge(streams: Vec<Rows<'_>>, sink: &mut dyn ExportSink) -> Result<ExportSummary, Error> {
-    let mut heads = Vec::with_capacity(streams.len());
-    for rows in streams {
-        let mut head = Head {
-            rows,
-            key: (0, 0, 0, 0),
-            line: Vec::new(),
-            live: true,
+        let flow = if scan.asset.is_none() && first >= scan.low && last <= scan.high {
+            let lines: i64 = row.get(2).map_err(map_err)?;
+            summary.rows += lines as u64;
+            sink.rows(csv, lines as u64)
+        } else {
+            let keys = row
+                .get_ref(4)
+                .and_then(|value| Ok(value.as_blob()?))
+                .map_err(map_err)?;
+            SegmentRef::new(csv, keys)?.emit(scan.low, scan.high, scan.asset, sink, &mut summary)
         };
-        head.advance()?;
-        heads.push(head);
-    }
-    let mut summary = ExportSummary::default();
-    while let Some(next) = heads
-        .iter_mut()
-        .filter(|head| head.live)
-        .min_by_key(|head| head.key)
-    {
-        summary.rows += 1;
-        if let ControlFlow::Break(()) = sink.row(&next.line) {
+        if let ControlFlow::Break(()) = flow {
             summary.stopped = true;
             break;
         }
-        next.advance()?;
     }
     Ok(summary)
-}
-
-fn sort_key(row: &Row<'_>) -> rusqlite::Result<SortKey> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }

@@ -8,6 +8,7 @@ use rusqlite::{
 };
 
 use super::{connect, map_err};
+use crate::segment::{self, Line, LineKey, Segment};
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
@@ -117,42 +118,133 @@ impl SqliteWriter {
     }
 }
 
-/// Inserts the ledger rows not stored yet.
+/// Adds the ledger rows not stored yet to their parties' segments: per party, the stored
+/// segments the batch touches are rebuilt with its lines (see [`segment::rebuild`]) and written
+/// back in their place.
 fn insert_ledger(
     tx: &Transaction<'_>,
     dictionaries: &mut Dictionaries,
     rows: &[LedgerRow],
 ) -> Result<(), Error> {
-    // Inserting in clustered-key order touches each b-tree page once per batch instead of
-    // once per row.
-    let mut ledger = Vec::with_capacity(rows.len());
+    let mut lines = Vec::with_capacity(rows.len());
     for row in rows {
         let party = dictionaries.key(tx, Dictionary::Parties, row.party.as_bytes())?;
         let asset = dictionaries.key(tx, Dictionary::Assets, row.asset.as_bytes())?;
-        ledger.push((party, asset, row));
+        let key = (
+            row.key.vega_time.nanos(),
+            Error::signed("block height", row.key.block)?,
+            Error::signed("sequence number", row.key.seq)?,
+            i64::from(row.key.index),
+        );
+        let csv = &row.csv_line[..];
+        lines.push((party, Line { key, asset, csv }));
     }
-    ledger.sort_unstable_by_key(|(party, asset, row)| (*party, *asset, row.key));
-    let mut insert = tx
-        .prepare_cached(
-            "INSERT OR IGNORE INTO ledger_rows \
-             (party, asset, vega_time, block, seq, idx, csv) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .map_err(map_err)?;
-    for (party, asset, row) in ledger {
-        insert
-            .execute(params![
-                party,
-                asset,
-                row.key.vega_time.nanos(),
-                Error::signed("block height", row.key.block)?,
-                Error::signed("sequence number", row.key.seq)?,
-                row.key.index,
-                row.csv_line,
-            ])
+    // Stable, so that of two rows at one key the first one stays, as a stored row would.
+    lines.sort_by_key(|(party, line)| (*party, line.key));
+    lines.dedup_by_key(|(party, line)| (*party, line.key));
+    for party_lines in lines.chunk_by(|(a, _), (b, _)| a == b) {
+        let party = party_lines[0].0;
+        let stored = touched_segments(tx, party, party_lines[0].1.key)?;
+        let segments = segment::rebuild(&stored, party_lines.iter().map(|(_, line)| *line))?;
+        let mut delete = tx
+            .prepare_cached(
+                "DELETE FROM ledger_segments WHERE party = ?1 AND last_time = ?2 \
+                 AND last_block = ?3 AND last_seq = ?4 AND last_idx = ?5",
+            )
             .map_err(map_err)?;
+        for (time, block, seq, idx) in stored.iter().filter_map(Segment::last_key) {
+            delete
+                .execute(params![party, time, block, seq, idx])
+                .map_err(map_err)?;
+        }
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO ledger_segments (party, last_time, last_block, last_seq, last_idx, \
+                 first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .map_err(map_err)?;
+        for segment in &segments {
+            let (Some(first), Some((time, block, seq, idx))) =
+                (segment.first_key(), segment.last_key())
+            else {
+                continue;
+            };
+            insert
+                .execute(params![
+                    party,
+                    time,
+                    block,
+                    seq,
+                    idx,
+                    first.0,
+                    segment.lines() as i64,
+                    segment.csv,
+                    segment.keys
+                ])
+                .map_err(map_err)?;
+        }
     }
     Ok(())
+}
+
+/// The stored segments of `party` that a batch starting at `first` must be merged with: those
+/// ending at or after it, or else the last one when it is small enough to grow.
+fn touched_segments(
+    tx: &Transaction<'_>,
+    party: i64,
+    first: LineKey,
+) -> Result<Vec<Segment>, Error> {
+    let mut touched = read_segments_from(tx, party, first)?;
+    if touched.is_empty() {
+        let tail: Option<(i64, LineKey)> = tx
+            .prepare_cached(
+                "SELECT length(csv), last_time, last_block, last_seq, last_idx \
+                 FROM ledger_segments WHERE party = ?1 \
+                 ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([party], |row| {
+                    Ok((
+                        row.get(0)?,
+                        (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?),
+                    ))
+                })
+                .optional()
+            })
+            .map_err(map_err)?;
+        if let Some((bytes, last)) = tail
+            && (bytes as usize) < segment::SMALL_TAIL_BYTES
+        {
+            touched = read_segments_from(tx, party, last)?;
+        }
+    }
+    Ok(touched)
+}
+
+/// The segments of `party` whose last key is at or after `from`, in order.
+fn read_segments_from(
+    tx: &Transaction<'_>,
+    party: i64,
+    from: LineKey,
+) -> Result<Vec<Segment>, Error> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT csv, keys FROM ledger_segments WHERE party = ?1 \
+             AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+             ORDER BY last_time, last_block, last_seq, last_idx",
+        )
+        .map_err(map_err)?;
+    let mut rows = stmt
+        .query(params![party, from.0, from.1, from.2, from.3])
+        .map_err(map_err)?;
+    let mut segments = Vec::new();
+    while let Some(row) = rows.next().map_err(map_err)? {
+        segments.push(Segment::from_stored(
+            row.get(0).map_err(map_err)?,
+            row.get(1).map_err(map_err)?,
+        )?);
+    }
+    Ok(segments)
 }
 
 /// Inserts the oracle data not stored yet, and which specs each matched.

@@ -1,8 +1,9 @@
 //! The embedded SQLite backend.
 //!
-//! Layout (see `schema.rs`): `ledger_rows` is clustered by (party, asset, vega time, block,
-//! sequence, index), so the export of a party and asset is one ordered range scan over that
-//! party's rows only, and the export of a party is an ordered merge of one such scan per asset.
+//! Layout (see `schema.rs`): `ledger_segments` holds each party's finished CSV lines in the
+//! total order across its assets, in segments of about 256 KiB (`segment.rs`) clustered by
+//! (party, last line's key), so an export is one ordered range search over that party's
+//! segments only, most of them copied whole.
 //! `oracle_data` is clustered by its position, and `oracle_spec_data` by (spec, position), so a
 //! page is a keyset range scan and never an `OFFSET`.
 //!
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use crate::segment::SegmentRef;
 use crate::{Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
@@ -144,15 +146,35 @@ impl SqliteStore {
                 .map_err(map_err)?;
             Ok(bytes.map(|bytes| ledger_core::hex::to_lower(&bytes)))
         };
+        let party = hex(
+            "SELECT p.hex FROM ledger_segments s JOIN parties p ON p.id = s.party \
+             ORDER BY s.party LIMIT 1",
+        )?;
+        // The asset of the party's first line, from its first segment's index.
+        let first: Option<(Vec<u8>, Vec<u8>)> = conn
+            .query_row(
+                "SELECT csv, keys FROM ledger_segments \
+                 ORDER BY party, last_time, last_block, last_seq, last_idx LIMIT 1",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(map_err)?;
+        let asset = match first {
+            Some((csv, keys)) => {
+                let id = SegmentRef::new(&csv, &keys)?.line(0).asset;
+                conn.query_row("SELECT hex FROM assets WHERE id = ?1", [id], |row| {
+                    row.get::<_, Vec<u8>>(0)
+                })
+                .optional()
+                .map_err(map_err)?
+                .map(|bytes| ledger_core::hex::to_lower(&bytes))
+            }
+            None => None,
+        };
         Ok(Examples {
-            party: hex(
-                "SELECT p.hex FROM ledger_rows r JOIN parties p ON p.id = r.party \
-                 ORDER BY r.party LIMIT 1",
-            )?,
-            asset: hex(
-                "SELECT a.hex FROM ledger_rows r JOIN assets a ON a.id = r.asset \
-                 ORDER BY r.party LIMIT 1",
-            )?,
+            party,
+            asset,
             spec: hex(
                 "SELECT s.hex FROM oracle_spec_data d JOIN oracle_specs s ON s.id = d.spec \
                  ORDER BY d.spec LIMIT 1",

@@ -6,7 +6,7 @@
 
 use rusqlite::Connection;
 
-use super::export::{NEXT_ASSET_SQL, SCAN_SQL};
+use super::export::SCAN_SQL;
 use super::oracle::{Bound, scan_sql};
 use super::schema;
 
@@ -54,12 +54,7 @@ fn check(sql: &str, expected: &str) {
 fn export_scan_is_a_primary_key_range_search() {
     check(
         SCAN_SQL,
-        "SEARCH ledger_rows USING PRIMARY KEY (party=? AND asset=? AND vega_time>? AND vega_time<?)",
-    );
-    // Listing a party's assets is one seek per asset.
-    check(
-        NEXT_ASSET_SQL,
-        "SEARCH ledger_rows USING PRIMARY KEY (party=? AND asset>?)",
+        "SEARCH ledger_segments USING PRIMARY KEY (party=? AND last_time>?)",
     );
 }
 

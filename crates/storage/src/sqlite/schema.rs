@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 use super::map_err;
 use crate::Error;
@@ -70,6 +70,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 2: the row format beside the schema version. Databases from before this migration hold
     // rows of format 1, so the literal is 1 whatever `ROW_FORMAT` says today.
     "INSERT INTO schema_info VALUES ('row_format', '1');",
+    // 3: row format 2, ledger segments (`segment.rs`). A party's lines in the total order across
+    // all its assets, in blobs of about 256 KiB, keyed by the party and the last line's key: an
+    // export is one range search over the party's segments and copies most of them whole.
+    // `csv` comes before `keys` in the record, so a whole segment is read without touching the
+    // overflow pages of its index. `migrate` refuses to run it over ledger rows of format 1
+    // (the oracle tables are the same in both formats).
+    "
+    CREATE TABLE ledger_segments (
+        party INTEGER NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_block INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        last_idx INTEGER NOT NULL,
+        first_time INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        csv BLOB NOT NULL,
+        keys BLOB NOT NULL,
+        PRIMARY KEY (party, last_time, last_block, last_seq, last_idx)
+    ) WITHOUT ROWID;
+    DROP TABLE ledger_rows;
+    UPDATE schema_info SET value = '2' WHERE key = 'row_format';
+    ",
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
@@ -107,6 +129,9 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
             .map_err(map_err)?;
         if user_version(&tx)? >= version {
             continue;
+        }
+        if version == 3 {
+            refuse_ledger_rows(&tx)?;
         }
         tx.execute_batch(sql).map_err(map_err)?;
         tx.pragma_update(None, "user_version", version)
@@ -146,6 +171,20 @@ fn refuse_foreign(conn: &Connection) -> Result<(), Error> {
         "not a datanode database: it holds {objects} tables or indexes of another program and \
          no schema_info of ours; it was left untouched (give --db a new file)"
     )))
+}
+
+/// Refuses, before migration 3 replaces `ledger_rows` with segments, a database that holds
+/// ledger rows of format 1: they are re-ingested into a new database, never dropped.
+fn refuse_ledger_rows(tx: &Transaction<'_>) -> Result<(), Error> {
+    let rows: bool = tx
+        .query_row("SELECT EXISTS (SELECT 1 FROM ledger_rows)", [], |row| {
+            row.get(0)
+        })
+        .map_err(map_err)?;
+    if rows {
+        return Err(row_format_mismatch("1"));
+    }
+    Ok(())
 }
 
 /// Refuses rows written in another format than this program's.

@@ -178,6 +178,38 @@ fn rows_of_another_format_are_refused_with_a_re_ingest_message() {
     }
 }
 
+#[test]
+fn ledger_rows_of_format_1_are_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    // A database as the previous version left it: schema 2, one ledger row of format 1.
+    let conn = Connection::open(&path).unwrap();
+    for sql in &MIGRATIONS[..2] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(
+        "PRAGMA user_version = 2; \
+         INSERT INTO ledger_rows VALUES (1, 1, 1, 1, 1, 0, CAST('line' AS BLOB));",
+    )
+    .unwrap();
+    drop(conn);
+    match SqliteStore::open(&path, SqliteConfig::default()) {
+        Err(Error::Incompatible(message)) => {
+            assert!(
+                message.contains("format 1") && message.contains("re-ingest"),
+                "{message}"
+            )
+        }
+        other => panic!("expected Error::Incompatible, got {other:?}"),
+    }
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(pragma::<i64>(&conn, "user_version"), 2);
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM ledger_rows", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(rows, 1);
+}
+
 /// The bytes of every file in `dir`, by name.
 fn files(dir: &std::path::Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
