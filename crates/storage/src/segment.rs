@@ -111,7 +111,7 @@ impl<'a> SegmentRef<'a> {
     /// the last one at their end, keys ascending.
     pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
         let corrupt = |what: &str| Err(Error::Corrupt(format!("ledger segment: {what}")));
-        if keys.len() % INDEX_ENTRY != 0 {
+        if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
         }
         let segment = SegmentRef { csv, keys };
