@@ -226,9 +226,15 @@ pub(crate) fn export_reads_one_snapshot_while_a_batch_commits<S: Store>(
     }
 }
 
-/// Party 1's rows of the many-segment test, in the total order: `(label, asset, key)`. Each
-/// label is padded to 200 bytes, so that they fill several stored segments.
-fn many_rows() -> Vec<(String, u8, (i64, u64, u64, u32))> {
+/// A row of the many-segment test: `(label, asset, key)`.
+type ManyRow = (String, u8, (i64, u64, u64, u32));
+
+/// An export's filter on party 1 (asset, start, end) and the labels it must give.
+type Case = ((Option<u8>, Option<i64>, Option<i64>), Vec<String>);
+
+/// Party 1's rows of the many-segment test, in the total order. Each label is padded to 200
+/// bytes, so that they fill several stored segments.
+fn many_rows() -> Vec<ManyRow> {
     (0..3_000u32)
         .map(|i| {
             let label = format!("{i:05}{}", "x".repeat(194));
@@ -245,9 +251,7 @@ pub(crate) fn export_spans_many_segments_committed_in_any_order<S: Store>(
     writer: &mut dyn IngestWriter,
 ) {
     let all = many_rows();
-    let row = |(label, asset, key): &(String, u8, (i64, u64, u64, u32))| {
-        ledger_row(label, 1, *asset, *key)
-    };
+    let row = |(label, asset, key): &ManyRow| ledger_row(label, 1, *asset, *key);
     // Every seventh row is held back and committed last, into the middle of what is stored.
     let (late, early): (Vec<_>, Vec<_>) = all.iter().enumerate().partition(|(i, _)| i % 7 == 3);
     let early: Vec<LedgerRow> = early.into_iter().map(|(_, r)| row(r)).collect();
@@ -276,7 +280,7 @@ pub(crate) fn export_spans_many_segments_committed_in_any_order<S: Store>(
             .map(|(label, ..)| label.clone())
             .collect()
     };
-    let cases: [((Option<u8>, Option<i64>, Option<i64>), Vec<String>); 5] = [
+    let cases: [Case; 5] = [
         ((None, None, None), labels(&|_, _| true)),
         ((Some(2), None, None), labels(&|asset, _| asset == 2)),
         (
