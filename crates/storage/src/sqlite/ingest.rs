@@ -8,7 +8,7 @@ use rusqlite::{
 };
 
 use super::{connect, map_err};
-use crate::segment::{self, Line, LineKey, Segment};
+use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
@@ -16,6 +16,27 @@ use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow
 pub struct SqliteWriter {
     conn: Connection,
     dictionaries: Dictionaries,
+    tails: Tails,
+}
+
+/// What the writer knows of each party's last stored segment, so that appending a batch reads
+/// nothing back. Only valid while this writer is the only one committing: `write` checks the
+/// connection's `data_version` (which changes when another connection commits) and starts
+/// over when it moved; cleared when a transaction fails.
+#[derive(Debug, Default)]
+struct Tails {
+    /// `PRAGMA data_version` after this writer's last commit.
+    version: Option<i64>,
+    parties: HashMap<i64, Tail>,
+}
+
+/// A party's last stored segment.
+#[derive(Debug)]
+struct Tail {
+    /// Its last line's key.
+    last: LineKey,
+    /// The segment itself while it is small enough to be grown (see [`SMALL_TAIL_BYTES`]).
+    small: Option<Segment>,
 }
 
 /// Caches of the id dictionaries, so that a row costs no dictionary lookup once its ids are
@@ -102,6 +123,7 @@ impl SqliteWriter {
         Ok(Self {
             conn,
             dictionaries: Dictionaries::default(),
+            tails: Tails::default(),
         })
     }
 
@@ -111,19 +133,33 @@ impl SqliteWriter {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(map_err)?;
-        insert_ledger(&tx, &mut self.dictionaries, &batch.ledger_rows)?;
+        let version = data_version(&tx)?;
+        if self.tails.version != Some(version) {
+            self.tails.parties.clear();
+        }
+        insert_ledger(
+            &tx,
+            &mut self.dictionaries,
+            &mut self.tails.parties,
+            &batch.ledger_rows,
+        )?;
         insert_oracle(&tx, &mut self.dictionaries, &batch.oracle_rows)?;
         upsert_blocks(&tx, &batch.blocks)?;
-        tx.commit().map_err(map_err)
+        tx.commit().map_err(map_err)?;
+        // A connection's own commits leave its data version as it was.
+        self.tails.version = Some(version);
+        Ok(())
     }
 }
 
 /// Adds the ledger rows not stored yet to their parties' segments: per party, the stored
 /// segments the batch touches are rebuilt with its lines (see [`segment::rebuild`]) and written
-/// back in their place.
+/// back in their place. A batch that only appends to a party whose last segment is known from
+/// `tails` reads nothing back.
 fn insert_ledger(
     tx: &Transaction<'_>,
     dictionaries: &mut Dictionaries,
+    tails: &mut HashMap<i64, Tail>,
     rows: &[LedgerRow],
 ) -> Result<(), Error> {
     let mut lines = Vec::with_capacity(rows.len());
@@ -143,8 +179,11 @@ fn insert_ledger(
     lines.sort_by_key(|(party, line)| (*party, line.key));
     lines.dedup_by_key(|(party, line)| (*party, line.key));
     for party_lines in lines.chunk_by(|(a, _), (b, _)| a == b) {
-        let party = party_lines[0].0;
-        let stored = touched_segments(tx, party, party_lines[0].1.key)?;
+        let (party, first) = (party_lines[0].0, party_lines[0].1.key);
+        let stored = match tails.remove(&party) {
+            Some(tail) if tail.last < first => tail.small.into_iter().collect(),
+            _ => touched_segments(tx, party, first)?,
+        };
         let segments = segment::rebuild(&stored, party_lines.iter().map(|(_, line)| *line))?;
         let mut delete = tx
             .prepare_cached(
@@ -163,6 +202,12 @@ fn insert_ledger(
                  first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .map_err(map_err)?;
+        if let Some(last) = segments.last()
+            && let Some(key) = last.last_key()
+        {
+            let small = (last.csv.len() < SMALL_TAIL_BYTES).then(|| last.clone());
+            tails.insert(party, Tail { last: key, small });
+        }
         for segment in &segments {
             let (Some(first), Some((time, block, seq, idx))) =
                 (segment.first_key(), segment.last_key())
@@ -185,6 +230,12 @@ fn insert_ledger(
         }
     }
     Ok(())
+}
+
+/// The connection's `PRAGMA data_version`.
+fn data_version(conn: &Connection) -> Result<i64, Error> {
+    conn.query_row("PRAGMA data_version", [], |row| row.get(0))
+        .map_err(map_err)
 }
 
 /// The stored segments of `party` that a batch starting at `first` must be merged with: those
@@ -213,7 +264,7 @@ fn touched_segments(
             })
             .map_err(map_err)?;
         if let Some((bytes, last)) = tail
-            && (bytes as usize) < segment::SMALL_TAIL_BYTES
+            && (bytes as usize) < SMALL_TAIL_BYTES
         {
             touched = read_segments_from(tx, party, last)?;
         }
@@ -338,6 +389,7 @@ impl IngestWriter for SqliteWriter {
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         crate::model::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
+            writer.tails = Tails::default();
         })
     }
 }

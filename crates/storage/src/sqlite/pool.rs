@@ -10,7 +10,6 @@ use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use super::{SqliteConfig, connect, map_err};
@@ -60,12 +59,6 @@ impl Pool {
             self.config.reader_cache_kib
         ))
         .map_err(map_err)?;
-        // The bundled SQLite is built with STAT4, under which a statement whose range bounds
-        // are parameters is compiled again whenever their values change, in case a plan would
-        // suit them better: a tenth of a page's time went there. Our plans never depend on the
-        // values (query_plans.rs pins them), so the query planner stability guarantee is on.
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-            .map_err(map_err)?;
         Ok(conn)
     }
 

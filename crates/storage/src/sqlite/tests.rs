@@ -91,7 +91,7 @@ fn file_that_is_not_a_database_is_refused_as_corrupt() {
 }
 
 #[test]
-fn a_second_writer_shares_the_dictionaries() {
+fn a_second_writer_shares_the_dictionaries_and_segments() {
     let temp = TempStore::new();
     let mut first = temp.store.writer().unwrap();
     let mut second = temp.store.writer().unwrap();
@@ -106,8 +106,10 @@ fn a_second_writer_shares_the_dictionaries() {
     commit(&mut first, "2b", 2, 4);
     commit(&mut first, "3a", 3, 5);
     commit(&mut second, "3b", 3, 6);
+    // The first writer last saw party 1's segment before the second one grew it.
+    commit(&mut first, "1c", 1, 7);
     let export = |party| suite::export(&temp.store, &suite::filter(party, None, None, None)).0;
-    assert_eq!(export(1), ["1a", "1b"]);
+    assert_eq!(export(1), ["1a", "1b", "1c"]);
     assert_eq!(export(2), ["2a", "2b"]);
     assert_eq!(export(3), ["3a", "3b"]);
 }
