@@ -148,6 +148,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("ingest".to_owned())
         .spawn(move || {
+            background_priority();
             let started = Instant::now();
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
@@ -174,6 +175,19 @@ pub fn spawn(
             }
         })
         .context("cannot start the ingest thread")
+}
+
+/// The nice value of the ingest's threads inside `serve`.
+const INGEST_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to [`INGEST_NICE`], so that when the cores
+/// are busy a page request runs before the ingest's parsing and commits (measured in
+/// docs/PERFORMANCE.md, "The socket"). On Linux the nice value belongs to the thread, and the
+/// threads the ingest starts inherit it; the rest of the server keeps its own.
+fn background_priority() {
+    if let Err(err) = rustix::process::setpriority_process(None, INGEST_NICE) {
+        tracing::warn!(error = %err, "cannot lower the ingest's priority");
+    }
 }
 
 fn progress(stats: &IngestStats) -> IngestProgress {
