@@ -133,7 +133,7 @@ fn copy(mut rows: Rows<'_>, sink: &mut dyn ExportSink) -> Result<ExportSummary, 
             .and_then(|v| Ok(v.as_blob()?))
             .map_err(map_err)?;
         summary.rows += 1;
-        if sink.row(line).is_break() {
+        if sink.rows(line, 1).is_break() {
             summary.stopped = true;
             break;
         }
@@ -188,7 +188,7 @@ fn merge(streams: Vec<Rows<'_>>, sink: &mut dyn ExportSink) -> Result<ExportSumm
         .min_by_key(|head| head.key)
     {
         summary.rows += 1;
-        if let ControlFlow::Break(()) = sink.row(&next.line) {
+        if let ControlFlow::Break(()) = sink.rows(&next.line, 1) {
             summary.stopped = true;
             break;
         }
