@@ -105,7 +105,7 @@ impl<'a> SegmentRef<'a> {
     /// the last one at their end, keys ascending.
     pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
         let corrupt = |what: &str| Err(Error::Corrupt(format!("ledger segment: {what}")));
-        if keys.len() % INDEX_ENTRY != 0 {
+        if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
         }
         let segment = SegmentRef { csv, keys };
@@ -221,7 +221,10 @@ impl<'a> SegmentRef<'a> {
         }
         let count = (lines.end - lines.start) as u64;
         summary.rows += count;
-        let result = sink.rows(&self.csv[self.start(lines.start)..self.end(lines.end - 1)], count);
+        let result = sink.rows(
+            &self.csv[self.start(lines.start)..self.end(lines.end - 1)],
+            count,
+        );
         if result.is_break() {
             summary.stopped = true;
         }
@@ -247,7 +250,10 @@ pub(crate) fn rebuild<'a>(
         }
         current.push(line.key, line.asset, line.csv)
     };
-    let mut old = stored.iter().flat_map(|segment| segment.view().iter()).peekable();
+    let mut old = stored
+        .iter()
+        .flat_map(|segment| segment.view().iter())
+        .peekable();
     let mut new = batch.into_iter().peekable();
     loop {
         let next = match (old.peek(), new.peek()) {
@@ -312,7 +318,10 @@ mod tests {
         let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
         let mut sink = Collect::default();
         let mut summary = ExportSummary::default();
-        assert!(view.emit(low, high, asset, &mut sink, &mut summary).is_continue());
+        assert!(
+            view.emit(low, high, asset, &mut sink, &mut summary)
+                .is_continue()
+        );
         assert_eq!(summary.rows, sink.rows);
         (String::from_utf8(sink.bytes.clone()).unwrap(), sink)
     }
@@ -330,7 +339,10 @@ mod tests {
         let lines: Vec<_> = (1..=6).map(|t| line(t / 2, 0)).collect();
         // Times 0, 1, 1, 2, 2, 3.
         let segment = segment(&lines);
-        assert_eq!(emit(&segment, 1, 2, None).0, "1,asset0\n1,asset0\n2,asset0\n2,asset0\n");
+        assert_eq!(
+            emit(&segment, 1, 2, None).0,
+            "1,asset0\n1,asset0\n2,asset0\n2,asset0\n"
+        );
         assert_eq!(emit(&segment, 3, i64::MAX, None).0, "3,asset0\n");
         assert_eq!(emit(&segment, 4, 10, None).1.calls, 0);
         assert_eq!(emit(&segment, i64::MIN, 0, None).0, "0,asset0\n");
@@ -347,7 +359,10 @@ mod tests {
         let (text, sink) = emit(&segment(&lines), i64::MIN, i64::MAX, Some(1));
         assert_eq!(text, "0,asset1\n1,asset1\n3,asset1\n6,asset1\n");
         assert_eq!((sink.calls, sink.rows), (3, 4));
-        assert_eq!(emit(&segment(&lines), 3, 5, Some(2)).0, "4,asset2\n5,asset2\n");
+        assert_eq!(
+            emit(&segment(&lines), 3, 5, Some(2)).0,
+            "4,asset2\n5,asset2\n"
+        );
     }
 
     #[test]
@@ -381,7 +396,11 @@ mod tests {
         let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
             ("partial entry", good.csv.clone(), good.keys[..50].to_vec()),
             ("short lines", good.csv[..5].to_vec(), good.keys.clone()),
-            ("lines beyond the index", [&good.csv[..], b"x"].concat(), good.keys.clone()),
+            (
+                "lines beyond the index",
+                [&good.csv[..], b"x"].concat(),
+                good.keys.clone(),
+            ),
             ("keys out of order", good.csv.clone(), {
                 let mut keys = good.keys.clone();
                 keys[INDEX_ENTRY..INDEX_ENTRY + 8].copy_from_slice(&0i64.to_le_bytes());

@@ -128,7 +128,9 @@ pub(crate) fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
 pub(crate) struct Collect {
     pub(crate) started: u32,
     pub(crate) labels: Vec<String>,
-    /// Break after this many rows.
+    /// Rows handed over, those of a run cut short by `stop_after` included.
+    pub(crate) handed: u64,
+    /// Keep this many rows, then break (mid-run when a run holds more).
     pub(crate) stop_after: Option<usize>,
     pub(crate) stop_at_start: bool,
 }
@@ -152,8 +154,12 @@ impl ExportSink for Collect {
         );
         let lines = split_lines(csv_lines);
         assert_eq!(lines.len() as u64, count, "rows miscounted");
+        self.handed += count;
         self.labels.extend(lines.into_iter().map(label));
-        if self.stop_after.is_some_and(|n| self.labels.len() >= n) {
+        if let Some(n) = self.stop_after
+            && self.labels.len() >= n
+        {
+            self.labels.truncate(n);
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())

@@ -3,6 +3,9 @@
 //! connections. Each test has a database of its own (see `testing.rs`) and skips without
 //! `DATANODE_TEST_PG`.
 
+mod segments;
+
+use super::schema::{CREATED_BY, MIGRATIONS};
 use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
 use crate::{Error, Health, IngestWriter, suite};
@@ -46,8 +49,9 @@ fn serving_an_unmigrated_database_is_refused_and_writes_nothing() {
         .get(0);
     assert_eq!(tables, 0);
     let migrated = PgStore::migrate(db.url()).unwrap();
-    assert_eq!((migrated.from, migrated.to), (0, 1));
-    assert_eq!(PgStore::migrate(db.url()).unwrap().from, 1);
+    let latest = MIGRATIONS.len() as u32;
+    assert_eq!((migrated.from, migrated.to), (0, latest));
+    assert_eq!(PgStore::migrate(db.url()).unwrap().from, latest);
     PgStore::open(db.url(), PgConfig::default())
         .unwrap()
         .check()
@@ -116,6 +120,40 @@ fn rows_of_another_format_and_foreign_schemas_are_refused() {
     incompatible(
         PgStore::open(foreign.url(), PgConfig::default()),
         "not ours",
+    );
+}
+
+#[test]
+fn a_database_of_row_format_1_is_refused_and_left_as_it_is() {
+    let Some(db) = TestDatabase::create("a_database_of_row_format_1") else {
+        return;
+    };
+    // What the previous version wrote: schema 1, rows in format 1.
+    let mut client = db.client();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
+             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
+             ('schema_version', '1'), ('row_format', '1'); {} \
+             INSERT INTO ledger_rows VALUES (1, 1, 100, 10, 1, 0, 'kept\n')",
+            MIGRATIONS[0]
+        ))
+        .unwrap();
+    incompatible(PgStore::migrate(db.url()), "re-ingest");
+    incompatible(PgStore::writer(db.url()).map(drop), "re-ingest");
+    incompatible(PgStore::open(db.url(), PgConfig::default()), "re-ingest");
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM ledger_rows), \
+             (SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info), \
+             to_regclass('ledger_segments') IS NULL",
+            &[],
+        )
+        .unwrap();
+    let (rows, info, no_segments): (i64, String, bool) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (rows, info.as_str(), no_segments),
+        (1, "vega-datanode-lite 1 1", true)
     );
 }
 

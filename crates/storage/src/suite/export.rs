@@ -117,7 +117,7 @@ fn check_stop(store: &impl Store, asset: Option<u8>, stop_after: usize, expected
         .unwrap();
     assert_eq!(sink.started, 1);
     assert_eq!(sink.labels.join(" "), expected);
-    assert_eq!(summary.rows, sink.labels.len() as u64);
+    assert_eq!(summary.rows, sink.handed);
     assert_eq!(summary.stopped, sink.labels.len() == stop_after);
 }
 
