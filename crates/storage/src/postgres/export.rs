@@ -12,10 +12,11 @@
 //! export takes). The rows come in binary `COPY` form, so each segment arrives as it is stored.
 
 use std::cell::Cell;
+use std::ops::ControlFlow;
 
 use ledger_core::ExportFilter;
 use postgres::Transaction;
-use postgres::binary_copy::BinaryCopyOutIter;
+use postgres::binary_copy::{BinaryCopyOutIter, BinaryCopyOutRow};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
 
@@ -34,21 +35,60 @@ const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
 pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
      SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
 
-/// The query an export copies out: the segments of `party` holding a line within the vega-time
-/// window `[low, high]` (see `inclusive_bounds`), in the total order, as (line count, lines,
-/// index). The index comes only with a segment to cut: one reaching out of the window, or any
-/// when only `asset`'s lines are wanted. The values are integers written into the text, since
-/// `COPY` takes no parameters.
-pub(crate) fn export_sql(party: i32, asset: Option<i32>, low: i64, high: i64) -> String {
-    let keys = match asset {
-        Some(_) => "keys".to_owned(),
-        None => format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END"),
-    };
-    format!(
-        "SELECT lines, csv, {keys} FROM ledger_segments \
-         WHERE party = {party} AND last_time >= {low} AND first_time <= {high} \
-         ORDER BY last_time, last_block, last_seq, last_idx"
-    )
+/// What an export reads: a party's lines within the vega-time window `[low, high]` (bounds
+/// inclusive, see `inclusive_bounds`), of one asset or of all, as dictionary ids.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scan {
+    pub party: i32,
+    pub asset: Option<i32>,
+    pub low: i64,
+    pub high: i64,
+}
+
+impl Scan {
+    /// The query an export copies out: the party's segments holding a line within the window,
+    /// in the total order, as (line count, lines, index). The index comes only with a segment
+    /// to cut: one reaching out of the window, or any when only one asset's lines are wanted.
+    /// The values are integers written into the text, since `COPY` takes no parameters.
+    pub(crate) fn sql(&self) -> String {
+        let Scan {
+            party,
+            asset,
+            low,
+            high,
+        } = *self;
+        let keys = match asset {
+            Some(_) => "keys".to_owned(),
+            None => format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END"),
+        };
+        format!(
+            "SELECT lines, csv, {keys} FROM ledger_segments \
+             WHERE party = {party} AND last_time >= {low} AND first_time <= {high} \
+             ORDER BY last_time, last_block, last_seq, last_idx"
+        )
+    }
+
+    /// Hands the lines of one segment that the export wants to the sink: all of them in one
+    /// call when the segment came without its index, else those the index picks.
+    fn send(
+        &self,
+        row: &BinaryCopyOutRow,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> Result<ControlFlow<()>, Error> {
+        let csv: &[u8] = row.try_get(1).map_err(map_err)?;
+        if let Some(keys) = row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+            let asset = self.asset.map(i64::from);
+            return Ok(SegmentRef::new(csv, keys)?.emit(self.low, self.high, asset, sink, summary));
+        }
+        let lines = row.try_get::<i32>(0).map_err(map_err)?;
+        let lines = u64::try_from(lines)
+            .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
+        summary.rows += lines;
+        let flow = sink.rows(csv, lines);
+        summary.stopped = flow.is_break();
+        Ok(flow)
+    }
 }
 
 impl LedgerStore for PgStore {
@@ -79,7 +119,12 @@ fn export(
         && let Some((party, asset)) = ids(&mut tx, &mut statements, filter)?
     {
         tx.batch_execute(EXPORT_PLANNER).map_err(map_err)?;
-        scan = Some((export_sql(party, asset, low, high), low, high, asset));
+        scan = Some(Scan {
+            party,
+            asset,
+            low,
+            high,
+        });
     }
     started.set(true);
     let mut summary = ExportSummary::default();
@@ -87,33 +132,14 @@ fn export(
         summary.stopped = true;
         return Ok(summary);
     }
-    if let Some((query, low, high, asset)) = scan {
+    if let Some(scan) = scan {
         let cancel = tx.cancel_token();
         let reader = tx
-            .copy_out(&format!("COPY ({query}) TO STDOUT (FORMAT binary)"))
+            .copy_out(&format!("COPY ({}) TO STDOUT (FORMAT binary)", scan.sql()))
             .map_err(map_err)?;
         let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::BYTEA, Type::BYTEA]);
         while let Some(row) = rows.next().map_err(map_err)? {
-            let csv: &[u8] = row.try_get(1).map_err(map_err)?;
-            let flow = match row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
-                Some(keys) => SegmentRef::new(csv, keys)?.emit(
-                    low,
-                    high,
-                    asset.map(i64::from),
-                    sink,
-                    &mut summary,
-                ),
-                None => {
-                    let lines = row.try_get::<i32>(0).map_err(map_err)?;
-                    let lines = u64::try_from(lines)
-                        .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
-                    summary.rows += lines;
-                    let flow = sink.rows(csv, lines);
-                    summary.stopped = flow.is_break();
-                    flow
-                }
-            };
-            if flow.is_break() {
+            if scan.send(&row, sink, &mut summary)?.is_break() {
                 break;
             }
         }

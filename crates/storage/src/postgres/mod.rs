@@ -1,16 +1,19 @@
 //! The PostgreSQL backend: the same layout and queries as SQLite, for many servers over one
 //! database.
 //!
-//! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers; `ledger_rows`
-//! holds each entry once per owning party as its finished CSV line, keyed by (party, asset, vega
-//! time, block, sequence, index), so an export is one ordered range scan of the primary key per
-//! asset; `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a
-//! page is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
+//! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers;
+//! `ledger_segments` holds each party's finished CSV lines, across all its assets in the total
+//! order, in segments of about 256 KiB (`crate::segment`) keyed by (party, last line's key), so
+//! an export is one ordered range scan of the primary key that sends whole segments
+//! (`export.rs`) and an ingest rewrites the few segments a batch touches (`segments.rs`);
+//! `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a page
+//! is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
 //! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot
 //! standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
-//! as long as it lives, and commits whole blocks with `COPY` in one transaction each.
+//! as long as it lives, and commits whole blocks with `COPY` in one transaction each
+//! (`ingest.rs`).
 
 mod export;
 mod ingest;

@@ -3,7 +3,7 @@
 //! and analysed tables, as the planner sees a real store.
 
 use super::PgStore;
-use super::export::{EXPORT_PLANNER, export_sql};
+use super::export::{EXPORT_PLANNER, Scan};
 use super::oracle::scan_sql;
 use super::segments::{DELETE_SQL, TOUCHED_SQL};
 use super::testing::TestDatabase;
@@ -78,16 +78,25 @@ fn scans_are_primary_key_range_scans() {
         )
         .unwrap();
 
+    let scan = |asset, low, high| {
+        Scan {
+            party: 1000,
+            asset,
+            low,
+            high,
+        }
+        .sql()
+    };
     // An export: one ordered range scan of the party's segments from the window's start; the
     // filter only stops it reading segments that begin after the window.
-    let whole = export_plan(&mut client, &export_sql(1000, None, 0, i64::MAX));
+    let whole = export_plan(&mut client, &scan(None, 0, i64::MAX));
     assert_eq!(
         whole,
         "Index Scan using ledger_segments_pkey on ledger_segments\n  \
          Index Cond: ((party = 1000) AND (last_time >= 0))\n  \
          Filter: (first_time <= '9223372036854775807'::bigint)"
     );
-    let one = export_plan(&mut client, &export_sql(1000, Some(2), 5, 100));
+    let one = export_plan(&mut client, &scan(Some(2), 5, 100));
     assert_eq!(
         one,
         "Index Scan using ledger_segments_pkey on ledger_segments\n  \

@@ -18,7 +18,8 @@ type Spec = (u8, u8, (i64, u64, u64, u32));
 #[derive(Debug, PartialEq, Eq)]
 struct Stored {
     ctid: String,
-    party: i32,
+    /// The party's number in `suite::party`, not its dictionary id.
+    party: u8,
     last: LineKey,
     first_time: i64,
     csv: Vec<u8>,
@@ -93,18 +94,19 @@ impl Fixture {
             .db
             .client()
             .query(
-                "SELECT ctid::text, party, last_time, last_block, last_seq, last_idx, first_time, \
-                 lines, csv, keys FROM ledger_segments \
-                 ORDER BY party, last_time, last_block, last_seq, last_idx",
+                "SELECT s.ctid::text, get_byte(p.hex, 0), last_time, last_block, last_seq, \
+                 last_idx, first_time, lines, csv, keys \
+                 FROM ledger_segments s JOIN parties p ON p.id = s.party \
+                 ORDER BY s.party, last_time, last_block, last_seq, last_idx",
                 &[],
             )
             .unwrap();
-        let mut previous: Option<(i32, LineKey)> = None;
+        let mut previous: Option<(u8, LineKey)> = None;
         let mut layout = Vec::new();
         for row in rows {
             let stored = Stored {
                 ctid: row.get(0),
-                party: row.get(1),
+                party: u8::try_from(row.get::<_, i32>(1)).unwrap(),
                 last: (row.get(2), row.get(3), row.get(4), row.get(5)),
                 first_time: row.get(6),
                 csv: row.get(8),
@@ -195,7 +197,7 @@ fn lines(party: u8, from: u64, n: u64) -> Vec<Spec> {
         .collect()
 }
 
-fn segments_of(layout: &[Stored], party: i32) -> Vec<&Stored> {
+fn segments_of(layout: &[Stored], party: u8) -> Vec<&Stored> {
     layout.iter().filter(|s| s.party == party).collect()
 }
 
