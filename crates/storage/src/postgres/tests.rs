@@ -158,6 +158,38 @@ fn a_database_of_row_format_1_is_refused_and_left_as_it_is() {
 }
 
 #[test]
+fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
+    let Some(db) = TestDatabase::create("examples_name_the_first_party") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    assert_eq!(store.examples().unwrap(), crate::Examples::default());
+    // Party 7 gets the first dictionary id; its first line in the total order is in asset 8,
+    // though a later one of asset 9 was committed first.
+    let mut batch = suite::ledger_batch(vec![suite::ledger_row("later", 7, 9, (5, 2, 1, 0))]);
+    batch
+        .oracle_rows
+        .push(suite::oracle_row("matched", (5, 2, 2), &[11]));
+    writer.commit(&batch).unwrap();
+    writer
+        .commit(&suite::ledger_batch(vec![
+            suite::ledger_row("first", 7, 8, (1, 1, 1, 0)),
+            suite::ledger_row("other", 6, 6, (1, 1, 1, 0)),
+        ]))
+        .unwrap();
+    let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
+    assert_eq!(
+        store.examples().unwrap(),
+        crate::Examples {
+            party: hex(7),
+            asset: hex(8),
+            spec: hex(11),
+        }
+    );
+}
+
+#[test]
 fn serving_works_with_a_read_only_role() {
     let Some(db) = TestDatabase::create("serving_works_with_a_read_only_role") else {
         return;

@@ -312,9 +312,9 @@ fn a_stream_of_small_batches_fills_segments() {
     let Some(mut fixture) = Fixture::new("a_stream_of_small_batches_fills_segments") else {
         return;
     };
-    // A block at a time, as the live socket commits: 1500 batches of one 100-byte line.
-    for i in 0..1500 {
-        fixture.commit_unchecked(rows(&lines(1, i, 1), 100));
+    // A block at a time, as the live socket commits: 500 batches of three 100-byte lines.
+    for i in 0..500 {
+        fixture.commit_unchecked(rows(&lines(1, i * 3, 3), 100));
     }
     let layout = fixture.layout();
     let segments = segments_of(&layout, 1);
