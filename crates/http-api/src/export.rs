@@ -271,6 +271,11 @@ impl ExportSink for ChannelSink<'_> {
     }
 
     fn rows(&mut self, csv_lines: &[u8], count: u64) -> ControlFlow<()> {
+        // A store may hand over a whole segment (about a chunk) at once: sending what is
+        // buffered first keeps chunks, and so the bytes held in the channel, near the bound.
+        if self.buffer.len() + csv_lines.len() > CHUNK_BYTES {
+            self.flush()?;
+        }
         self.buffer.extend_from_slice(csv_lines);
         self.unreported_rows += count;
         if self.buffer.len() >= CHUNK_BYTES {

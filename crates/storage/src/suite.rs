@@ -130,7 +130,7 @@ pub(crate) fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
 pub(crate) struct Collect {
     pub(crate) started: u32,
     pub(crate) labels: Vec<String>,
-    /// Break after this many rows.
+    /// Break once this many rows came (at the end of the run holding that row).
     pub(crate) stop_after: Option<usize>,
     pub(crate) stop_at_start: bool,
 }

@@ -1,66 +1,93 @@
-//! The ledger export: one ordered index range scan per asset, merged by PostgreSQL (a `Merge
-//! Append`, no sort) and streamed with `COPY (SELECT …) TO STDOUT` inside one read-only snapshot.
+//! The ledger export: one ordered range scan of the party's segments, streamed with `COPY
+//! (SELECT …) TO STDOUT` inside one read-only snapshot.
+//!
+//! A segment wholly inside the time window, with no asset asked for, goes to the sink as it is
+//! stored, in one call, without its index; only the segments at the window's edges, and every
+//! segment of a one-asset export, come with their index and are cut line by line
+//! (`SegmentRef::emit`).
 //!
 //! `COPY` rather than fetches from a portal: the server sends rows as fast as the client takes
 //! them, with no round trip per batch and the database producing while the client writes, and
 //! memory stays bounded by the socket buffers (the connection reads no further ahead than the
-//! export takes). The rows come in binary `COPY` form, so each CSV line arrives as it is
-//! stored.
+//! export takes). The rows come in binary `COPY` form, so each segment arrives as it is stored.
 
 use std::cell::Cell;
 use std::ops::ControlFlow;
 
 use ledger_core::ExportFilter;
 use postgres::Transaction;
-use postgres::binary_copy::BinaryCopyOutIter;
+use postgres::binary_copy::{BinaryCopyOutIter, BinaryCopyOutRow};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
 
 use super::{PgConn, PgStore, Statements, map_err};
 use crate::model::inclusive_bounds;
+use crate::segment::SegmentRef;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
-
-/// The next asset of a party after a given one: one index seek per asset, not a pass over the
-/// party's rows (PostgreSQL has no skip scan of its own).
-pub(crate) const NEXT_ASSET_SQL: &str =
-    "SELECT asset FROM ledger_rows WHERE party = $1 AND asset > $2 ORDER BY asset LIMIT 1";
 
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
 
-/// The order of the export, which every scan's index yields.
-const ORDER: &str = "vega_time, block, seq, idx";
-
 /// Planner settings for the export's transaction. `COPY` takes no parameters, so the planner
 /// sees the values and, misjudging a large party as a small one, may pick a bitmap scan and
-/// sort its result: every row read before the first is sent, and the sort spills to disk. Off,
-/// each scan is the ordered primary key range scan and the merge a `Merge Append`
-/// (`query_plans.rs` pins it). `SET LOCAL` ends with the transaction.
+/// sort its result: every segment read before the first is sent. Off, the scan is the ordered
+/// primary key range scan (`query_plans.rs` pins it). `SET LOCAL` ends with the transaction.
 pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
      SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
 
-/// The query an export copies out: a party's rows of each of `assets` within a vega-time
-/// window (bounds inclusive, see `inclusive_bounds`), merged into the total order. The values
-/// are integers written into the text, since `COPY` takes no parameters.
-pub(crate) fn export_sql(party: i32, assets: &[i32], low: i64, high: i64) -> String {
-    let scan = |columns: &str, asset: i32| {
+/// What an export reads: a party's lines within the vega-time window `[low, high]` (bounds
+/// inclusive, see `inclusive_bounds`), of one asset or of all, as dictionary ids.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scan {
+    pub party: i32,
+    pub asset: Option<i32>,
+    pub low: i64,
+    pub high: i64,
+}
+
+impl Scan {
+    /// The query an export copies out: the party's segments holding a line within the window,
+    /// in the total order, as (line count, lines, index). The index comes only with a segment
+    /// to cut: one reaching out of the window, or any when only one asset's lines are wanted.
+    /// The values are integers written into the text, since `COPY` takes no parameters.
+    pub(crate) fn sql(&self) -> String {
+        let Scan {
+            party,
+            asset,
+            low,
+            high,
+        } = *self;
+        let keys = match asset {
+            Some(_) => "keys".to_owned(),
+            None => format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END"),
+        };
         format!(
-            "SELECT {columns} FROM ledger_rows WHERE party = {party} AND asset = {asset} \
-             AND vega_time BETWEEN {low} AND {high} ORDER BY {ORDER}"
+            "SELECT lines, csv, {keys} FROM ledger_segments \
+             WHERE party = {party} AND last_time >= {low} AND first_time <= {high} \
+             ORDER BY last_time, last_block, last_seq, last_idx"
         )
-    };
-    match assets {
-        [asset] => scan("csv", *asset),
-        _ => {
-            let scans: Vec<String> = assets
-                .iter()
-                .map(|asset| format!("({})", scan(&format!("{ORDER}, csv"), *asset)))
-                .collect();
-            format!(
-                "SELECT csv FROM ({}) scans ORDER BY {ORDER}",
-                scans.join(" UNION ALL ")
-            )
+    }
+
+    /// Hands the lines of one segment that the export wants to the sink: all of them in one
+    /// call when the segment came without its index, else those the index picks.
+    fn send(
+        &self,
+        row: &BinaryCopyOutRow,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> Result<ControlFlow<()>, Error> {
+        let csv: &[u8] = row.try_get(1).map_err(map_err)?;
+        if let Some(keys) = row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+            let asset = self.asset.map(i64::from);
+            return Ok(SegmentRef::new(csv, keys)?.emit(self.low, self.high, asset, sink, summary));
         }
+        let lines = row.try_get::<i32>(0).map_err(map_err)?;
+        let lines = u64::try_from(lines)
+            .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
+        summary.rows += lines;
+        let flow = sink.rows(csv, lines);
+        summary.stopped = flow.is_break();
+        Ok(flow)
     }
 }
 
@@ -87,13 +114,17 @@ fn export(
 ) -> Result<ExportSummary, Error> {
     let tls = conn.tls.clone();
     let (mut tx, mut statements) = conn.snapshot()?;
-    let mut query = None;
+    let mut scan = None;
     if let Some((low, high)) = inclusive_bounds(&filter.range)
-        && let Some((party, assets)) = plan(&mut tx, &mut statements, filter)?
-        && !assets.is_empty()
+        && let Some((party, asset)) = ids(&mut tx, &mut statements, filter)?
     {
         tx.batch_execute(EXPORT_PLANNER).map_err(map_err)?;
-        query = Some(export_sql(party, &assets, low, high));
+        scan = Some(Scan {
+            party,
+            asset,
+            low,
+            high,
+        });
     }
     started.set(true);
     let mut summary = ExportSummary::default();
@@ -101,17 +132,14 @@ fn export(
         summary.stopped = true;
         return Ok(summary);
     }
-    if let Some(query) = query {
+    if let Some(scan) = scan {
         let cancel = tx.cancel_token();
         let reader = tx
-            .copy_out(&format!("COPY ({query}) TO STDOUT (FORMAT binary)"))
+            .copy_out(&format!("COPY ({}) TO STDOUT (FORMAT binary)", scan.sql()))
             .map_err(map_err)?;
-        let mut rows = BinaryCopyOutIter::new(reader, &[Type::BYTEA]);
+        let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::BYTEA, Type::BYTEA]);
         while let Some(row) = rows.next().map_err(map_err)? {
-            summary.rows += 1;
-            if let ControlFlow::Break(()) = sink.rows(row.try_get::<&[u8]>(0).map_err(map_err)?, 1)
-            {
-                summary.stopped = true;
+            if scan.send(&row, sink, &mut summary)?.is_break() {
                 break;
             }
         }
@@ -131,13 +159,13 @@ fn export(
     Ok(summary)
 }
 
-/// The party's key and the keys of the assets to scan; `None` when the party or the asset is
-/// unknown.
-fn plan(
+/// The party's dictionary id and the asset's, when one is asked for; `None` when either is
+/// unknown, which is an empty export.
+fn ids(
     tx: &mut Transaction<'_>,
     statements: &mut Statements<'_>,
     filter: &ExportFilter,
-) -> Result<Option<(i32, Vec<i32>)>, Error> {
+) -> Result<Option<(i32, Option<i32>)>, Error> {
     let mut lookup = |sql: &'static str, hex: &[u8; 32]| -> Result<Option<i32>, Error> {
         let statement = statements.get(tx, sql)?;
         let row = tx.query_opt(&statement, &[&&hex[..]]).map_err(map_err)?;
@@ -146,18 +174,12 @@ fn plan(
     let Some(party) = lookup(PARTY_SQL, filter.party.as_bytes())? else {
         return Ok(None);
     };
-    let assets = match &filter.asset {
-        Some(asset) => lookup(ASSET_SQL, asset.as_bytes())?.into_iter().collect(),
-        None => {
-            let next = statements.get(tx, NEXT_ASSET_SQL)?;
-            let mut assets = Vec::new();
-            let mut after = i32::MIN;
-            while let Some(row) = tx.query_opt(&next, &[&party, &after]).map_err(map_err)? {
-                after = row.get(0);
-                assets.push(after);
-            }
-            assets
-        }
+    let asset = match &filter.asset {
+        Some(asset) => match lookup(ASSET_SQL, asset.as_bytes())? {
+            Some(id) => Some(id),
+            None => return Ok(None),
+        },
+        None => None,
     };
-    Ok(Some((party, assets)))
+    Ok(Some((party, asset)))
 }

@@ -1,10 +1,14 @@
-//! The single writer: whole batches of blocks, each one transaction fed by `COPY`.
+//! The single writer: whole batches of blocks, each one transaction.
 //!
-//! Rows are copied (binary `COPY`) straight into the tables when they are new, the usual case;
-//! a batch that holds rows stored already (a re-run over blocks stored before) goes through
-//! temporary staging tables instead, moved into the real ones with one `INSERT … SELECT … ON
-//! CONFLICT DO NOTHING` per table, which leaves stored rows as they are. Either way a row costs
-//! no statement of its own (see `store`).
+//! Ledger lines are merged into their parties' segments (`segments.rs`): the few stored
+//! segments a batch touches are read, rebuilt with its lines, deleted and copied in again
+//! (binary `COPY`), all in the batch's transaction.
+//!
+//! Oracle rows are copied (binary `COPY`) straight into their tables when they are new, the
+//! usual case; a batch that holds rows stored already (a re-run over blocks stored before) goes
+//! through temporary staging tables instead, moved into the real ones with one `INSERT … SELECT
+//! … ON CONFLICT DO NOTHING` per table, which leaves stored rows as they are. Either way a row
+//! costs no statement of its own (see `store`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +17,8 @@ use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Transaction};
 
-use super::map_err;
+use super::{map_err, segments};
+use crate::segment::Line;
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
@@ -21,8 +26,6 @@ const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
 
 /// Staging tables, private to the writer's session and emptied by every commit.
 const STAGING: &str = "
-    CREATE TEMP TABLE stage_ledger (party integer, asset integer, vega_time bigint, block bigint,
-                                    seq bigint, idx bigint, csv bytea) ON COMMIT DELETE ROWS;
     CREATE TEMP TABLE stage_oracle (vega_time bigint, block bigint, seq bigint, json bytea)
         ON COMMIT DELETE ROWS;
     CREATE TEMP TABLE stage_spec (spec integer, vega_time bigint, block bigint, seq bigint)
@@ -35,6 +38,7 @@ const STAGING: &str = "
 pub struct PgWriter {
     client: Client,
     dictionaries: Dictionaries,
+    segments: segments::Statements,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -98,19 +102,29 @@ struct Load<'r> {
     rows: Vec<Vec<&'r (dyn ToSql + Sync)>>,
 }
 
+/// Copies `rows` into `table` with binary `COPY`.
+pub(super) fn copy_in(
+    tx: &mut Transaction<'_>,
+    table: &str,
+    types: &[Type],
+    rows: &[Vec<&(dyn ToSql + Sync)>],
+) -> Result<(), postgres::Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let sink = tx.copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))?;
+    let mut writer = BinaryCopyInWriter::new(sink, types);
+    for row in rows {
+        writer.write(row)?;
+    }
+    writer.finish()?;
+    Ok(())
+}
+
 impl Load<'_> {
     /// Copies the rows into `table` with binary `COPY`.
     fn copy(&self, tx: &mut Transaction<'_>, table: &str) -> Result<(), postgres::Error> {
-        if self.rows.is_empty() {
-            return Ok(());
-        }
-        let sink = tx.copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))?;
-        let mut writer = BinaryCopyInWriter::new(sink, self.types);
-        for row in &self.rows {
-            writer.write(row)?;
-        }
-        writer.finish()?;
-        Ok(())
+        copy_in(tx, table, self.types, &self.rows)
     }
 
     /// Copies the rows into the staging table and moves those not stored yet into the table,
@@ -139,6 +153,9 @@ impl Load<'_> {
 /// through the staging tables instead, where `ON CONFLICT DO NOTHING` keeps stored rows as
 /// they are. Either way the outcome is the same rows, in the caller's one transaction.
 fn store(tx: &mut Transaction<'_>, loads: &[Load<'_>]) -> Result<(), Error> {
+    if loads.iter().all(|load| load.rows.is_empty()) {
+        return Ok(());
+    }
     let mut direct = tx.savepoint("direct").map_err(map_err)?;
     match loads
         .iter()
@@ -191,6 +208,7 @@ impl PgWriter {
         }
         client.batch_execute(STAGING).map_err(map_err)?;
         Ok(Self {
+            segments: segments::Statements::prepare(&mut client)?,
             client,
             dictionaries: Dictionaries::default(),
         })
@@ -224,15 +242,19 @@ impl PgWriter {
 
         let mut ledger = Vec::with_capacity(batch.ledger_rows.len());
         for row in &batch.ledger_rows {
-            ledger.push((
-                dictionaries.parties[row.party.as_bytes()],
-                dictionaries.assets[row.asset.as_bytes()],
+            let key = (
                 row.key.vega_time.nanos(),
                 Error::signed("block height", row.key.block)?,
                 Error::signed("sequence number", row.key.seq)?,
                 i64::from(row.key.index),
-                &row.csv_line[..],
-            ));
+            );
+            let asset = i64::from(dictionaries.assets[row.asset.as_bytes()]);
+            let line = Line {
+                key,
+                asset,
+                csv: &row.csv_line[..],
+            };
+            ledger.push((dictionaries.parties[row.party.as_bytes()], line));
         }
         let mut oracle = Vec::with_capacity(batch.oracle_rows.len());
         let mut matches = Vec::new();
@@ -248,34 +270,6 @@ impl PgWriter {
             }
         }
 
-        let ledger = Load {
-            table: "ledger_rows",
-            staging: "stage_ledger",
-            key: "party, asset, vega_time, block, seq, idx",
-            types: &[
-                Type::INT4,
-                Type::INT4,
-                Type::INT8,
-                Type::INT8,
-                Type::INT8,
-                Type::INT8,
-                Type::BYTEA,
-            ],
-            rows: ledger
-                .iter()
-                .map(|(party, asset, time, block, seq, idx, csv)| {
-                    vec![
-                        party as &(dyn ToSql + Sync),
-                        asset,
-                        time,
-                        block,
-                        seq,
-                        idx,
-                        csv,
-                    ]
-                })
-                .collect(),
-        };
         let oracle = Load {
             table: "oracle_data",
             staging: "stage_oracle",
@@ -300,7 +294,8 @@ impl PgWriter {
                 })
                 .collect(),
         };
-        store(&mut tx, &[ledger, oracle, matches])?;
+        segments::store(&mut tx, &self.segments, ledger)?;
+        store(&mut tx, &[oracle, matches])?;
         if !blocks.is_empty() {
             let heights: Vec<i64> = blocks.iter().map(|block| block.0).collect();
             let times: Vec<Option<i64>> = blocks.iter().map(|block| block.1).collect();

@@ -1,16 +1,19 @@
 //! The PostgreSQL backend: the same layout and queries as SQLite, for many servers over one
 //! database.
 //!
-//! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers; `ledger_rows`
-//! holds each entry once per owning party as its finished CSV line, keyed by (party, asset, vega
-//! time, block, sequence, index), so an export is one ordered range scan of the primary key per
-//! asset; `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a
-//! page is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
+//! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers;
+//! `ledger_segments` holds each party's finished CSV lines, across all its assets in the total
+//! order, in segments of about 256 KiB (`crate::segment`) keyed by (party, last line's key), so
+//! an export is one ordered range scan of the primary key that sends whole segments
+//! (`export.rs`) and an ingest rewrites the few segments a batch touches (`segments.rs`);
+//! `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a page
+//! is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
 //! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot
 //! standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
-//! as long as it lives, and commits whole blocks with `COPY` in one transaction each.
+//! as long as it lives, and commits whole blocks with `COPY` in one transaction each
+//! (`ingest.rs`).
 
 mod export;
 mod ingest;
@@ -18,6 +21,7 @@ mod oracle;
 #[cfg(test)]
 mod query_plans;
 mod schema;
+mod segments;
 pub mod testing;
 #[cfg(test)]
 mod tests;
@@ -29,6 +33,7 @@ use std::time::Duration;
 
 use postgres::{Client, Config, GenericClient, Statement};
 
+use crate::segment::SegmentRef;
 use crate::url::redact;
 use crate::{Error, Examples, Health};
 pub use ingest::PgWriter;
@@ -108,25 +113,55 @@ impl PgStore {
         PgWriter::new(client)
     }
 
-    /// Real ids to show in example URLs; all `None` for an empty store.
+    /// Real ids to show in example URLs; all `None` for an empty store. The party is the first
+    /// with ledger lines, the asset that of its first line; read from one snapshot.
     pub fn examples(&self) -> Result<Examples, Error> {
         let mut conn = self.get()?;
-        let mut hex = |sql: &str| -> Result<Option<String>, Error> {
-            let row = conn.client.query_opt(sql, &[]).map_err(map_err)?;
-            Ok(row.map(|row| row.get(0)))
-        };
-        Ok(Examples {
-            party: hex("SELECT encode(p.hex, 'hex') FROM parties p \
-                 WHERE EXISTS (SELECT 1 FROM ledger_rows r WHERE r.party = p.id) \
-                 ORDER BY p.id LIMIT 1")?,
-            asset: hex(
-                "SELECT encode(a.hex, 'hex') FROM ledger_rows r JOIN assets a ON a.id = r.asset \
-                 WHERE r.party = (SELECT min(party) FROM ledger_rows) LIMIT 1",
-            )?,
-            spec: hex("SELECT encode(s.hex, 'hex') FROM oracle_specs s \
+        let (mut tx, _) = conn.snapshot()?;
+        let mut examples = Examples::default();
+        if let Some(row) = tx
+            .query_opt(
+                "SELECT p.id, encode(p.hex, 'hex') FROM parties p \
+                 WHERE EXISTS (SELECT 1 FROM ledger_segments s WHERE s.party = p.id) \
+                 ORDER BY p.id LIMIT 1",
+                &[],
+            )
+            .map_err(map_err)?
+        {
+            let party: i32 = row.get(0);
+            examples.party = row.get(1);
+            let first = tx
+                .query_one(
+                    "SELECT csv, keys FROM ledger_segments WHERE party = $1 \
+                     ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
+                    &[&party],
+                )
+                .map_err(map_err)?;
+            let segment = SegmentRef::new(first.get(0), first.get(1))?;
+            if segment.len() > 0 {
+                let asset = segment.line(0).asset;
+                examples.asset = tx
+                    .query_opt(
+                        "SELECT encode(hex, 'hex') FROM assets WHERE id = $1",
+                        &[&i32::try_from(asset).map_err(|_| {
+                            Error::Corrupt(format!("ledger segment of asset {asset}"))
+                        })?],
+                    )
+                    .map_err(map_err)?
+                    .map(|row| row.get(0));
+            }
+        }
+        examples.spec = tx
+            .query_opt(
+                "SELECT encode(s.hex, 'hex') FROM oracle_specs s \
                  WHERE EXISTS (SELECT 1 FROM oracle_spec_data d WHERE d.spec = s.id) \
-                 ORDER BY s.id LIMIT 1")?,
-        })
+                 ORDER BY s.id LIMIT 1",
+                &[],
+            )
+            .map_err(map_err)?
+            .map(|row| row.get(0));
+        tx.commit().map_err(map_err)?;
+        Ok(examples)
     }
 
     fn get(&self) -> Result<r2d2::PooledConnection<Manager>, Error> {

@@ -1,10 +1,11 @@
 //! The query plans of the hot scans, pinned: each read must be an ordered range scan of a
-//! primary key index, with no sequential scan and no sort step. The plans are taken on a filled
-//! and analysed table, as the planner sees a real store.
+//! primary key index, with no sequential scan and no sort step. The plans are taken on filled
+//! and analysed tables, as the planner sees a real store.
 
 use super::PgStore;
-use super::export::{EXPORT_PLANNER, NEXT_ASSET_SQL, export_sql};
+use super::export::{EXPORT_PLANNER, Scan};
 use super::oracle::scan_sql;
+use super::segments::{DELETE_SQL, TOUCHED_SQL};
 use super::testing::TestDatabase;
 use crate::{IngestBatch, IngestWriter, suite};
 
@@ -67,39 +68,79 @@ fn scans_are_primary_key_range_scans() {
     }
     writer.commit(&batch).unwrap();
     let mut client = db.client();
-    client.batch_execute("ANALYZE").unwrap();
+    // As many segments as 5 GB of lines make, over 100 parties (their bytes do not matter).
+    client
+        .batch_execute(
+            "INSERT INTO ledger_segments \
+             SELECT p, n, n, 0, 0, n, 1, '\\x0a', '' \
+             FROM generate_series(1000, 1100) p, generate_series(1, 200) n; \
+             ANALYZE",
+        )
+        .unwrap();
 
-    let one = export_plan(&mut client, &export_sql(1, &[2], 0, i64::MAX));
+    let scan = |asset, low, high| {
+        Scan {
+            party: 1000,
+            asset,
+            low,
+            high,
+        }
+        .sql()
+    };
+    // An export: one ordered range scan of the party's segments from the window's start; the
+    // filter only stops it reading segments that begin after the window.
+    let whole = export_plan(&mut client, &scan(None, 0, i64::MAX));
+    assert_eq!(
+        whole,
+        "Index Scan using ledger_segments_pkey on ledger_segments\n  \
+         Index Cond: ((party = 1000) AND (last_time >= 0))\n  \
+         Filter: (first_time <= '9223372036854775807'::bigint)"
+    );
+    let one = export_plan(&mut client, &scan(Some(2), 5, 100));
     assert_eq!(
         one,
-        "Index Scan using ledger_rows_pkey on ledger_rows\n  \
-         Index Cond: ((party = 1) AND (asset = 2) AND (vega_time >= 0) AND \
-         (vega_time <= '9223372036854775807'::bigint))"
+        "Index Scan using ledger_segments_pkey on ledger_segments\n  \
+         Index Cond: ((party = 1000) AND (last_time >= 5))\n  \
+         Filter: (first_time <= 100)"
     );
-    let two = export_plan(&mut client, &export_sql(1, &[0, 2], 5, 10_000));
-    let scan = |n: u32, asset: u32, alias: &str| {
-        format!(
-            "  ->  Subquery Scan on \"*SELECT* {n}\"\n        \
-             ->  Index Scan using ledger_rows_pkey on ledger_rows{alias}\n              \
-             Index Cond: ((party = 1) AND (asset = {asset}) AND (vega_time >= 5) AND \
-             (vega_time <= 10000))"
-        )
-    };
-    assert_eq!(
-        two,
-        format!(
-            "Merge Append\n  \
-             Sort Key: \"*SELECT* 1\".vega_time, \"*SELECT* 1\".block, \"*SELECT* 1\".seq, \
-             \"*SELECT* 1\".idx\n{}\n{}",
-            scan(1, 0, ""),
-            scan(2, 2, " ledger_rows_1")
-        )
+    // An ingest's reads and deletes: a range scan or a seek per party, never a pass over the
+    // table.
+    let touched = plan(
+        &mut client,
+        TOUCHED_SQL,
+        "int[], bigint[], bigint[], bigint[], bigint[], bigint[], int",
     );
-    let next = plan(&mut client, NEXT_ASSET_SQL, "int, int");
     assert_eq!(
-        next,
-        "Limit\n  ->  Index Only Scan using ledger_rows_pkey on ledger_rows\n        \
-         Index Cond: ((party = $1) AND (asset > $2))"
+        touched,
+        "Nested Loop\n  \
+         ->  Function Scan on b\n  \
+         ->  Append\n        \
+         ->  Subquery Scan on \"*SELECT* 1\"\n              \
+         ->  Index Scan using ledger_segments_pkey on ledger_segments s_1\n                    \
+         Index Cond: ((party = b.party) AND (ROW(last_time, last_block, last_seq, last_idx) \
+         >= ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
+         Filter: (first_time <= b.high)\n        \
+         ->  Subquery Scan on \"*SELECT* 2\"\n              \
+         ->  Subquery Scan on tail\n                    \
+         Filter: ((octet_length(tail.csv) < $7) AND (ROW(tail.last_time, tail.last_block, \
+         tail.last_seq, tail.last_idx) < ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
+         ->  Limit\n                          \
+         ->  Index Scan Backward using ledger_segments_pkey on ledger_segments s_2\n                                \
+         Index Cond: (party = b.party)"
+    );
+    let delete = plan(
+        &mut client,
+        DELETE_SQL,
+        "int[], bigint[], bigint[], bigint[], bigint[]",
+    );
+    assert_eq!(
+        delete,
+        "Delete on ledger_segments s\n  \
+         ->  Nested Loop\n        \
+         ->  Function Scan on d\n        \
+         ->  Index Scan using ledger_segments_pkey on ledger_segments s\n              \
+         Index Cond: ((party = d.party) AND (last_time = d.\"time\") AND (last_block = d.block) \
+         AND (last_seq = d.seq) AND (last_idx = d.idx))"
     );
     for descending in [false, true] {
         let direction = if descending { " Backward" } else { "" };

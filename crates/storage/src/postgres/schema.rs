@@ -2,8 +2,10 @@
 //!
 //! `schema_info` holds who created the schema, its version (how many migrations ran) and the row
 //! format. `migrate` applies what is missing inside one transaction under an advisory lock, so
-//! two processes migrating at once take turns and the second finds nothing left to do. `check`
-//! only reads: a serving process never writes.
+//! two processes migrating at once take turns and the second finds nothing left to do. A
+//! database in another row format is refused before any migration runs: its rows are wire bytes
+//! of another format, which no migration converts (the one to segments drops `ledger_rows`).
+//! `check` only reads: a serving process never writes.
 
 use postgres::Client;
 
@@ -12,7 +14,7 @@ use crate::Error;
 use crate::error::{ROW_FORMAT, row_format_mismatch};
 
 /// The value of `created_by` that marks the schema as ours.
-const CREATED_BY: &str = "vega-datanode-lite";
+pub(super) const CREATED_BY: &str = "vega-datanode-lite";
 
 /// The advisory lock key that migrations take (`pg_advisory_xact_lock`).
 const MIGRATE_LOCK: i64 = 0x7665_6761_6d69_6772; // "vegamigr"
@@ -73,6 +75,31 @@ pub(super) const MIGRATIONS: &[&str] = &[
         last_seq bigint NOT NULL
     );
     ",
+    // 2: ledger segments (row format 2, `segment.rs`): a party's lines across all its assets in
+    // the total order, a blob of about 256 KiB per row, keyed by the party and its last line's
+    // key. Only ever applied to an empty `ledger_rows`: `migrate` refuses a database in row
+    // format 1 before it gets here.
+    "
+    CREATE TABLE ledger_segments (
+        party integer NOT NULL,
+        last_time bigint NOT NULL,
+        last_block bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        last_idx bigint NOT NULL,
+        first_time bigint NOT NULL,
+        -- How many lines `csv` holds, so that a whole segment is sent without reading its index.
+        lines integer NOT NULL,
+        -- The lines back to back, and their index (see segment.rs).
+        csv bytea NOT NULL,
+        keys bytea NOT NULL,
+        PRIMARY KEY (party, last_time, last_block, last_seq, last_idx)
+    );
+    -- Out of line but not compressed: an export sends the bytes as stored, with no pglz pass.
+    ALTER TABLE ledger_segments ALTER COLUMN csv SET STORAGE EXTERNAL,
+                                ALTER COLUMN keys SET STORAGE EXTERNAL;
+    DROP TABLE ledger_rows;
+    UPDATE schema_info SET value = '2' WHERE key = 'row_format';
+    ",
 ];
 
 /// What a migration did (`PgStore::migrate`).
@@ -107,6 +134,9 @@ pub(super) fn migrate(client: &mut Client) -> Result<Migrated, Error> {
     };
     let known = MIGRATIONS.len() as u32;
     check_version(from)?;
+    // Before any migration: rows of another format are refused, never converted (migration 2
+    // drops `ledger_rows`), and the refusal leaves the database as it was.
+    check_row_format(&mut tx)?;
     for sql in &MIGRATIONS[from as usize..] {
         tx.batch_execute(sql).map_err(map_err)?;
     }
@@ -115,7 +145,6 @@ pub(super) fn migrate(client: &mut Client) -> Result<Migrated, Error> {
         &[&known.to_string()],
     )
     .map_err(map_err)?;
-    check_row_format(&mut tx)?;
     tx.commit().map_err(map_err)?;
     Ok(Migrated { from, to: known })
 }
@@ -128,18 +157,21 @@ pub(super) fn check(client: &mut Client) -> Result<(), Error> {
         .read_only(true)
         .start()
         .map_err(map_err)?;
-    match version(&mut tx)? {
-        None => return Err(Error::Incompatible(MISSING.to_owned())),
-        Some(version) if version < MIGRATIONS.len() as u32 => {
-            return Err(Error::Incompatible(format!(
-                "the database schema is at version {version}, this program needs {}: run \
-                 `server migrate --db URL` first",
-                MIGRATIONS.len()
-            )));
-        }
-        Some(version) => check_version(version)?,
+    let Some(version) = version(&mut tx)? else {
+        return Err(Error::Incompatible(MISSING.to_owned()));
+    };
+    check_version(version)?;
+    // Before the version: an old schema in another row format cannot be migrated, so the
+    // advice is to re-ingest, not to migrate.
+    check_row_format(&mut tx)?;
+    if version < MIGRATIONS.len() as u32 {
+        return Err(Error::Incompatible(format!(
+            "the database schema is at version {version}, this program needs {}: run \
+             `server migrate --db URL` first",
+            MIGRATIONS.len()
+        )));
     }
-    check_row_format(&mut tx)
+    Ok(())
 }
 
 /// The schema version, `None` when there is no `schema_info`; someone else's `schema_info` is

@@ -3,6 +3,9 @@
 //! connections. Each test has a database of its own (see `testing.rs`) and skips without
 //! `DATANODE_TEST_PG`.
 
+mod segments;
+
+use super::schema::{CREATED_BY, MIGRATIONS};
 use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
 use crate::{Error, Health, IngestWriter, suite};
@@ -46,8 +49,9 @@ fn serving_an_unmigrated_database_is_refused_and_writes_nothing() {
         .get(0);
     assert_eq!(tables, 0);
     let migrated = PgStore::migrate(db.url()).unwrap();
-    assert_eq!((migrated.from, migrated.to), (0, 1));
-    assert_eq!(PgStore::migrate(db.url()).unwrap().from, 1);
+    let latest = MIGRATIONS.len() as u32;
+    assert_eq!((migrated.from, migrated.to), (0, latest));
+    assert_eq!(PgStore::migrate(db.url()).unwrap().from, latest);
     PgStore::open(db.url(), PgConfig::default())
         .unwrap()
         .check()
@@ -116,6 +120,72 @@ fn rows_of_another_format_and_foreign_schemas_are_refused() {
     incompatible(
         PgStore::open(foreign.url(), PgConfig::default()),
         "not ours",
+    );
+}
+
+#[test]
+fn a_database_of_row_format_1_is_refused_and_left_as_it_is() {
+    let Some(db) = TestDatabase::create("a_database_of_row_format_1") else {
+        return;
+    };
+    // What the previous version wrote: schema 1, rows in format 1.
+    let mut client = db.client();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
+             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
+             ('schema_version', '1'), ('row_format', '1'); {} \
+             INSERT INTO ledger_rows VALUES (1, 1, 100, 10, 1, 0, 'kept\n')",
+            MIGRATIONS[0]
+        ))
+        .unwrap();
+    incompatible(PgStore::migrate(db.url()), "re-ingest");
+    incompatible(PgStore::writer(db.url()).map(drop), "re-ingest");
+    incompatible(PgStore::open(db.url(), PgConfig::default()), "re-ingest");
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM ledger_rows), \
+             (SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info), \
+             to_regclass('ledger_segments') IS NULL",
+            &[],
+        )
+        .unwrap();
+    let (rows, info, no_segments): (i64, String, bool) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (rows, info.as_str(), no_segments),
+        (1, "vega-datanode-lite 1 1", true)
+    );
+}
+
+#[test]
+fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
+    let Some(db) = TestDatabase::create("examples_name_the_first_party") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    assert_eq!(store.examples().unwrap(), crate::Examples::default());
+    // Party 7 gets the first dictionary id; its first line in the total order is in asset 8,
+    // though a later one of asset 9 was committed first.
+    let mut batch = suite::ledger_batch(vec![suite::ledger_row("later", 7, 9, (5, 2, 1, 0))]);
+    batch
+        .oracle_rows
+        .push(suite::oracle_row("matched", (5, 2, 2), &[11]));
+    writer.commit(&batch).unwrap();
+    writer
+        .commit(&suite::ledger_batch(vec![
+            suite::ledger_row("first", 7, 8, (1, 1, 1, 0)),
+            suite::ledger_row("other", 6, 6, (1, 1, 1, 0)),
+        ]))
+        .unwrap();
+    let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
+    assert_eq!(
+        store.examples().unwrap(),
+        crate::Examples {
+            party: hex(7),
+            asset: hex(8),
+            spec: hex(11),
+        }
     );
 }
 
