@@ -10,7 +10,9 @@
 //!   its client).
 //!
 //! Values are encoded once, at ingest: a ledger row is stored as the finished CSV line as seen by
-//! one party, an oracle datum as its finished Vega JSON node. Reads only copy bytes.
+//! one party, back to back with that party's other lines in segments of about 256 KiB in export
+//! order (`segment.rs`), an oracle datum as its finished Vega JSON node. Reads only copy bytes,
+//! an export mostly whole segments at a time.
 //!
 //! The traits are synchronous: every backend call blocks, and async callers run it on a blocking
 //! thread. Backend errors never appear in signatures; they are mapped to [`Error`].
