@@ -108,10 +108,20 @@ impl OracleStore for FakeStore {
                 (position, format!(r#"{{"n":{seq}}}"#).into_bytes())
             })
             .collect::<Vec<_>>();
-        let mut rows = rows;
-        if request.newest_first() {
+        // The main scan as a store runs it, so that `assemble` gets what it asked for.
+        let scan = request.main_scan();
+        let mut rows: Vec<_> = rows
+            .into_iter()
+            .filter(|(position, _)| match scan.after {
+                None => true,
+                Some(after) if *position == after => scan.inclusive,
+                Some(after) => (*position < after) == scan.descending,
+            })
+            .collect();
+        if scan.descending {
             rows.reverse();
         }
+        rows.truncate(scan.limit);
         Ok(OraclePage::assemble(request, rows, false))
     }
 }
