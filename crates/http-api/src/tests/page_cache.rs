@@ -218,10 +218,10 @@ async fn the_byte_bound_evicts_the_least_recently_used_page() {
         ..AppConfig::default()
     };
     let store = FakeStore::versioned(PAD);
-    let app = app(&store, config);
+    let bounded = app(&store, config);
     let (one, two) = (ORACLE.to_owned(), format!("{ORACLE}?pagination.first=2"));
     for uri in [&one, &two, &one, &one] {
-        fetch(&app, uri, &[]).await;
+        fetch(&bounded, uri, &[]).await;
     }
     assert_eq!(store.page_reads(), 3);
 
@@ -229,9 +229,9 @@ async fn the_byte_bound_evicts_the_least_recently_used_page() {
         page_cache_bytes: 0,
         ..AppConfig::default()
     };
-    let app = crate::tests::page_cache::app(&store, off);
-    fetch(&app, ORACLE, &[]).await;
-    fetch(&app, ORACLE, &[]).await;
+    let without_cache = app(&store, off);
+    fetch(&without_cache, ORACLE, &[]).await;
+    fetch(&without_cache, ORACLE, &[]).await;
     assert_eq!(store.page_reads(), 5);
-    assert_eq!(counts(&app), (0.0, 0.0));
+    assert_eq!(counts(&without_cache), (0.0, 0.0));
 }
