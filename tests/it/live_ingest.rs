@@ -1,10 +1,12 @@
 //! Reading while an ingest appends: a cursor walk sees every row that existed when it began
-//! exactly once, in order, whatever is committed between its pages.
+//! exactly once, in order, whatever is committed between its pages, and a page kept by the page
+//! cache gives way to the new data.
 
 use eventgen::GenerateConfig;
 use http_api::AppConfig;
+use storage::AnyStore;
 
-use crate::oracle::{Cursors, Page, check_page, fetch};
+use crate::oracle::{Cursors, ORACLE, Page, check_page, fetch};
 use crate::reference::Filter;
 use crate::support::{Dataset, Server, get};
 
@@ -139,4 +141,49 @@ fn oracle_walk_sees_each_row_once_while_an_ingest_appends() {
         };
         assert_eq!(response.text(), dataset.reference.csv(filter), "{target}");
     }
+}
+
+/// The page cache over a real store and socket: the same page asked twice is the same answer,
+/// head and body (the second from the cache when the backend tells its data version, as SQLite
+/// does), and an ingest between two asks shows its data at once.
+#[test]
+fn a_repeated_page_is_the_same_answer_until_an_ingest_commits() {
+    let mut dataset = Dataset::build(first_config());
+    let server = Server::start(dataset.store.clone(), AppConfig::default());
+    let target = format!("{ORACLE}?pagination.first=5");
+    let accept = [("accept-encoding", "gzip")];
+    // Everything but the `Date` the server stamps on each answer.
+    let answer = || {
+        let response = get(server.addr, &target, &accept);
+        let headers: Vec<_> = response
+            .headers
+            .iter()
+            .filter(|(name, _)| name != "date")
+            .cloned()
+            .collect();
+        (response.status, headers, response.body)
+    };
+    let first = answer();
+    assert_eq!(first.0, 200);
+    assert_eq!(answer(), first);
+    let metrics = get(server.addr, "/metrics", &[]);
+    let hits = metrics
+        .text()
+        .lines()
+        .find_map(|line| line.strip_prefix("datanode_page_cache_hits_total "))
+        .expect("the hit counter");
+    let told = matches!(*dataset.store, AnyStore::Sqlite(_));
+    assert_eq!(hits, if told { "1" } else { "0" });
+
+    let config = next_config(&dataset, 7);
+    dataset.append(&config);
+    let newest = dataset.reference.oracle_rows(None, true);
+    let page = fetch(server.addr, "pagination.first=5");
+    check_page(
+        &page,
+        &newest,
+        0..5,
+        &mut Cursors::new(),
+        "after the ingest",
+    );
 }

@@ -25,7 +25,7 @@ const BROTLI_QUALITY: u32 = 4;
 const BROTLI_WINDOW_BITS: u32 = 22;
 
 /// A content coding the server can apply to a response body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Coding {
     /// No compression.
     Identity,

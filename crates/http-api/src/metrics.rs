@@ -80,6 +80,8 @@ pub struct Metrics {
     storage_failures: IntCounterVec,
     pub(crate) exports_refused: IntCounter,
     pub(crate) pages_refused: IntCounter,
+    pub(crate) page_cache_hits: IntCounter,
+    pub(crate) page_cache_misses: IntCounter,
     ingest_events: IntCounter,
     ingest_ledger_entries: IntCounter,
     ingest_oracle_data: IntCounter,
@@ -193,6 +195,14 @@ impl Metrics {
             pages_refused: counter(
                 "datanode_pages_refused_total",
                 "Oracle data pages refused with 503 because too many were being read",
+            ),
+            page_cache_hits: counter(
+                "datanode_page_cache_hits_total",
+                "Oracle data pages answered from the page cache, without reading the store",
+            ),
+            page_cache_misses: counter(
+                "datanode_page_cache_misses_total",
+                "Oracle data pages read from the store while the page cache is on",
             ),
             ingest_events: counter(
                 "datanode_ingest_events_total",

@@ -1,4 +1,5 @@
-//! `GET /api/v2/oracle/data`: a cursor-paginated page of oracle data.
+//! `GET /api/v2/oracle/data`: a cursor-paginated page of oracle data, answered from the page
+//! cache (`page_cache.rs`) when the same page was read since the last commit.
 
 use std::sync::Arc;
 
@@ -10,8 +11,9 @@ use storage::OraclePage;
 use crate::App;
 use crate::body::Body;
 use crate::error::{ApiError, detail};
+use crate::page_cache::PageKey;
 use crate::query::Query;
-use crate::respond::{Style, whole};
+use crate::respond::{Encoded, Style, whole};
 
 pub(crate) async fn oracle_data(
     app: &App,
@@ -44,6 +46,38 @@ pub(crate) async fn oracle_data(
         )
     })?;
 
+    let key = PageKey {
+        spec,
+        request: page_request,
+        style,
+    };
+    let cache = &app.inner.page_cache;
+    // Asked before the read: the page is stored only if the version is the same after it.
+    let version = if cache.enabled() {
+        app.data_version()
+    } else {
+        None
+    };
+    if let Some(version) = version
+        && let Some(answer) = cache.get(&key, version)
+    {
+        app.inner.metrics.page_cache_hits.inc();
+        return Ok(whole(StatusCode::OK, "application/json", answer));
+    }
+    if cache.enabled() {
+        app.inner.metrics.page_cache_misses.inc();
+    }
+    let answer = read(app, key).await?;
+    if let Some(version) = version
+        && app.data_version() == Some(version)
+    {
+        cache.insert(key, version, answer.clone());
+    }
+    Ok(whole(StatusCode::OK, "application/json", answer))
+}
+
+/// Reads and renders the page on a blocking thread.
+async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
     let permit = app.page_permit().await?;
     let store = Arc::clone(&app.inner.oracle);
     // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on the
@@ -51,8 +85,8 @@ pub(crate) async fn oracle_data(
     let page = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         store
-            .oracle_page(spec.as_ref(), &page_request)
-            .map(|page| style.json(render(&page)))
+            .oracle_page(key.spec.as_ref(), &key.request)
+            .map(|page| key.style.json(render(&page)))
     })
     .await
     .map_err(|join| ApiError::Internal {
@@ -61,8 +95,7 @@ pub(crate) async fn oracle_data(
         source: join.into(),
     })?;
     app.record_read(&page);
-    let body = page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))?;
-    Ok(whole(StatusCode::OK, "application/json", body))
+    page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
 }
 
 /// A page size keeps its empty value, so that `pagination.first=` is refused rather than read

@@ -1,6 +1,7 @@
 //! How whole response bodies are finished: pretty-printed JSON on request (`?pretty`, as Vega's
 //! gateway offers) and compression when the client accepts it.
 
+use bytes::Bytes;
 use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderValue, VARY};
 use hyper::{Response, StatusCode};
 
@@ -11,7 +12,7 @@ use crate::coding::{Coding, Encoder};
 const MIN_COMPRESSED_BYTES: usize = 1024;
 
 /// How the client wants its answers written, read from the request once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Style {
     /// The negotiated content coding.
     pub(crate) coding: Coding,
@@ -28,10 +29,32 @@ impl Default for Style {
     }
 }
 
-/// A finished body and the coding it was compressed with.
+/// A finished body and the coding it was compressed with; cheap to clone, so that the page
+/// cache can send the same bytes again.
+#[derive(Clone, Debug)]
 pub(crate) struct Encoded {
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) bytes: Bytes,
     pub(crate) coding: Coding,
+}
+
+impl Encoded {
+    /// `body`, in a block not much larger than itself: the page cache counts the lengths of the
+    /// bodies it keeps, so that count must be close to the memory they hold. A body with more
+    /// than an eighth of spare capacity (a compressor's output grows by doubling) is copied to
+    /// a block of its size; `shrink_to_fit` would not do, since mimalloc keeps a block that
+    /// shrinks by less than half where it is. The copy costs far less than the compression or
+    /// rendering that made the body.
+    pub(crate) fn new(body: Vec<u8>, coding: Coding) -> Encoded {
+        let body = if body.capacity() - body.len() > body.len() / 8 {
+            body.as_slice().to_vec()
+        } else {
+            body
+        };
+        Encoded {
+            bytes: Bytes::from(body),
+            coding,
+        }
+    }
 }
 
 impl Style {
@@ -45,25 +68,16 @@ impl Style {
     /// Compresses `body` with the negotiated coding when it is large enough to gain.
     pub(crate) fn compress(&self, body: Vec<u8>) -> Encoded {
         if self.coding == Coding::Identity || body.len() < MIN_COMPRESSED_BYTES {
-            return Encoded {
-                bytes: body,
-                coding: Coding::Identity,
-            };
+            return Encoded::new(body, Coding::Identity);
         }
         // Compressed from a borrow: the plain body stays at hand for the fallback, uncopied.
         match Encoder::whole(self.coding, &body) {
-            Ok(bytes) => Encoded {
-                bytes,
-                coding: self.coding,
-            },
+            Ok(bytes) => Encoded::new(bytes, self.coding),
             Err(err) => {
                 // In-memory compression does not fail in practice; an answer without it is
                 // still an answer.
                 tracing::warn!(error = %err, "compression failed; answering uncompressed");
-                Encoded {
-                    bytes: body,
-                    coding: Coding::Identity,
-                }
+                Encoded::new(body, Coding::Identity)
             }
         }
     }

@@ -1,12 +1,13 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
 mod operations;
+mod page_cache;
 mod properties;
 mod server;
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use http_body_util::BodyExt;
@@ -15,11 +16,15 @@ use ledger_core::{CSV_HEADER, ExportFilter, OracleSpecId};
 use oracle_core::{PageRequest, Position};
 use serde_json::{Value, json};
 use storage::{Error, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore};
+use tokio::sync::oneshot;
 
 use crate::{App, AppConfig};
 
 const PARTY: &str = "cd447e35b8b6d8fe442e3d437204e52db2221a58008a05a6c4647159c324c985";
 const ASSET: &str = "6a8ac4ba05805975ed2f89d94a2f20aaf3c64af775a89294c2cd789a380208a9";
+
+/// What a paused read tells, and what it waits for.
+type Pause = (oneshot::Sender<()>, oneshot::Receiver<()>);
 
 /// What the fake store does.
 #[derive(Clone, Default)]
@@ -37,7 +42,19 @@ struct FakeStore {
     /// Fail with `Unavailable` rather than `Corrupt`.
     unavailable: bool,
     /// The last export filter seen.
-    seen: Arc<std::sync::Mutex<Option<ExportFilter>>>,
+    seen: Arc<Mutex<Option<ExportFilter>>>,
+    /// The data version told; `None` (the default) cannot tell, so nothing is cached.
+    version: Arc<Mutex<Option<u64>>>,
+    /// How many commits [`FakeStore::commit`] made: shown in every node once above zero.
+    commits: Arc<AtomicU64>,
+    /// Pauses the next page read once it has taken its data: it sends on the first and waits
+    /// for the second.
+    pause: Arc<Mutex<Option<Pause>>>,
+    /// Page reads so far.
+    page_reads: Arc<AtomicUsize>,
+    /// Show the spec filter in every node, and pad it with this many bytes, so that pages of
+    /// different specs differ and pages are worth compressing.
+    spec_and_pad: Option<usize>,
 }
 
 impl FakeStore {
@@ -47,6 +64,29 @@ impl FakeStore {
         } else {
             Error::Corrupt("disk on fire".to_owned())
         }
+    }
+
+    /// A store that tells its data version, starting at 0, and shows the spec and `pad` bytes
+    /// in every node.
+    fn versioned(pad: usize) -> Self {
+        Self {
+            version: Arc::new(Mutex::new(Some(0))),
+            spec_and_pad: Some(pad),
+            ..Self::default()
+        }
+    }
+
+    /// Changes the data as a commit would: every node shows the new count, and the version
+    /// (when there is one) moves on.
+    fn commit(&self) {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        if let Some(version) = self.version.lock().unwrap().as_mut() {
+            *version += 1;
+        }
+    }
+
+    fn page_reads(&self) -> usize {
+        self.page_reads.load(Ordering::SeqCst)
     }
 
     /// A store whose page reads fail until told otherwise.
@@ -92,12 +132,14 @@ impl LedgerStore for FakeStore {
 impl OracleStore for FakeStore {
     fn oracle_page(
         &self,
-        _spec: Option<&OracleSpecId>,
+        spec: Option<&OracleSpecId>,
         request: &PageRequest,
     ) -> Result<OraclePage, Error> {
+        self.page_reads.fetch_add(1, Ordering::SeqCst);
         if self.fail_pages.load(Ordering::Relaxed) {
             return Err(self.failure());
         }
+        let commits = self.commits.load(Ordering::SeqCst);
         let rows = (1..=3)
             .map(|seq| {
                 let position = Position {
@@ -105,14 +147,42 @@ impl OracleStore for FakeStore {
                     block: 1,
                     seq,
                 };
-                (position, format!(r#"{{"n":{seq}}}"#).into_bytes())
+                let mut node = format!(r#"{{"n":{seq}"#);
+                if commits > 0 {
+                    node += &format!(r#","commits":{commits}"#);
+                }
+                if let Some(pad) = self.spec_and_pad {
+                    let spec = spec.map(ToString::to_string).unwrap_or_default();
+                    node += &format!(r#","spec":"{spec}","pad":"{}""#, "x".repeat(pad));
+                }
+                node.push('}');
+                (position, node.into_bytes())
             })
             .collect::<Vec<_>>();
-        let mut rows = rows;
-        if request.newest_first() {
+        // The main scan as a store runs it, so that `assemble` gets what it asked for.
+        let scan = request.main_scan();
+        let mut rows: Vec<_> = rows
+            .into_iter()
+            .filter(|(position, _)| match scan.after {
+                None => true,
+                Some(after) if *position == after => scan.inclusive,
+                Some(after) => (*position < after) == scan.descending,
+            })
+            .collect();
+        if scan.descending {
             rows.reverse();
         }
+        rows.truncate(scan.limit);
+        let pause = self.pause.lock().unwrap().take();
+        if let Some((taken, resume)) = pause {
+            taken.send(()).unwrap();
+            resume.blocking_recv().unwrap();
+        }
         Ok(OraclePage::assemble(request, rows, false))
+    }
+
+    fn data_version(&self) -> Result<Option<u64>, Error> {
+        Ok(*self.version.lock().unwrap())
     }
 }
 

@@ -27,7 +27,7 @@ pub struct PaginationParams<'a> {
 }
 
 /// Which end of the chosen order a page is measured from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Mode {
     /// `first`/`after`: the rows following the anchor (or the start of the order).
     First,
@@ -52,7 +52,10 @@ enum Mode {
 /// so a page costs the same wherever it lies, and the page after a cursor costs one read, as
 /// the first page does. Offsets, which cost more the deeper the page, are the alternative this
 /// design rejects; they would also repeat or skip rows when rows are added during a walk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Equal requests ask for the same page, whatever the query string's spelling: a cache can use
+/// the request as its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PageRequest {
     newest_first: bool,
     mode: Mode,

@@ -57,6 +57,14 @@ impl OracleStore for AnyStore {
             AnyStore::Postgres(store) => store.oracle_page(spec, request),
         }
     }
+
+    fn data_version(&self) -> Result<Option<u64>, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.data_version(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.data_version(),
+        }
+    }
 }
 
 impl Health for AnyStore {

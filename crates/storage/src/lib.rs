@@ -33,6 +33,11 @@
 //!   batch twice adds nothing.
 //! - **One snapshot per read.** An export and a page each read one consistent snapshot: a batch
 //!   committed meanwhile is either wholly visible or not at all, and never part of a block.
+//! - **Data version.** [`OracleStore::data_version`] answers `None` (cannot tell, the default)
+//!   or a version that two calls answer alike only if nothing was committed between them, so
+//!   that the HTTP layer may serve a page read at that version again. It answers from memory:
+//!   SQLite asks a connection kept for it (`PRAGMA data_version`); PostgreSQL cannot tell
+//!   without a round trip and answers `None`.
 //! - **Release on drop.** A read that stops early (the sink breaks, the caller panics or drops
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside

@@ -52,6 +52,23 @@ pub trait OracleStore: Send + Sync {
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
     ) -> Result<OraclePage, Error>;
+
+    /// The version of the committed data, for caches of what was read: `None` when the backend
+    /// cannot tell cheaply, which means "do not cache".
+    ///
+    /// The rule every backend that answers `Some` follows: **two calls answering the same
+    /// version guarantee that no commit became visible in between**, so a read that began after
+    /// the first call and ended before the second saw exactly the data of that version. A
+    /// different version says nothing: it may also change without a commit (the backend may
+    /// count other events), and versions need not grow. Compare versions of one store only.
+    ///
+    /// Callers run this on async worker threads, inline, once or twice per request: an
+    /// implementation answers from memory in microseconds and never waits for a writer or the
+    /// network. A backend that needs a round trip to know answers `Ok(None)` (the default):
+    /// one round trip per request would cost what the cache saves.
+    fn data_version(&self) -> Result<Option<u64>, Error> {
+        Ok(None)
+    }
 }
 
 /// A page of oracle data whose nodes share one buffer: a store appends each row's JSON to

@@ -25,8 +25,9 @@ pub(crate) use export::{
     export_spans_many_segments_committed_in_any_order, export_stops_when_the_sink_breaks,
 };
 pub(crate) use oracle::{
-    oracle_cursor_between_or_beyond_rows, oracle_latest_value_of_a_spec,
-    oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
+    oracle_cursor_between_or_beyond_rows, oracle_data_version_changes_with_every_commit,
+    oracle_latest_value_of_a_spec, oracle_pages_walk_every_dataset_in_both_directions,
+    oracle_unknown_spec_has_an_empty_page,
 };
 pub(crate) use writer::{
     block_state_round_trips, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
@@ -49,6 +50,7 @@ macro_rules! backend_tests {
             oracle_unknown_spec_has_an_empty_page,
             oracle_latest_value_of_a_spec,
             oracle_cursor_between_or_beyond_rows,
+            oracle_data_version_changes_with_every_commit,
             committing_a_batch_twice_adds_nothing,
             block_state_round_trips,
             failed_commit_leaves_nothing_and_the_writer_usable,

@@ -43,6 +43,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_MAX_PAGES",
           default_value_t = AppConfig::default().max_concurrent_pages)]
     max_pages: usize,
+    /// MiB of finished oracle data pages kept in memory, so that a page asked again before the
+    /// next commit is answered without reading the database; 0 turns the cache off. SQLite
+    /// only: a PostgreSQL database cannot tell cheaply when it changed.
+    #[arg(long, env = "DATANODE_PAGE_CACHE_MIB",
+          default_value_t = AppConfig::default().page_cache_bytes >> 20)]
+    page_cache_mib: usize,
     /// Connections served at once. When all are taken, the oldest connection that has not sent a
     /// request yet is closed to make room; if every one has, new ones wait in the listen
     /// backlog.
@@ -74,18 +80,19 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The service's configuration.
     /// Reads that may run at once: an export per permit and a page per slot (this sizes the
     /// PostgreSQL connection pool).
     pub fn max_readers(&self) -> usize {
         self.max_exports.saturating_add(self.max_pages)
     }
 
+    /// The service's configuration.
     pub fn app_config(&self) -> AppConfig {
         AppConfig {
             max_concurrent_exports: self.max_exports,
             max_concurrent_pages: self.max_pages,
             cors: AllowedOrigins::parse(&self.cors_origins),
+            page_cache_bytes: self.page_cache_mib.saturating_mul(1 << 20),
         }
     }
 

@@ -103,7 +103,7 @@ async fn through(app: &App, request: Request<()>) -> (StatusCode, Vec<u8>) {
 }
 
 /// The value of one sample line of the Prometheus text, by its name and labels.
-fn sample(text: &str, series: &str) -> Option<f64> {
+pub(super) fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }

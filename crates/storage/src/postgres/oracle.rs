@@ -19,6 +19,16 @@ impl OracleStore for PgStore {
     ) -> Result<OraclePage, Error> {
         self.read(|conn| page(conn, spec, request), || true)
     }
+
+    /// Cannot tell: no page is cached. PostgreSQL has no counter of commits that a client sees
+    /// without asking the server (`pg_current_wal_lsn()`, `pg_stat_database.xact_commit` and
+    /// `txid_current_snapshot()` are each a round trip, as long as the one-statement page they
+    /// would save), and `LISTEN`/`NOTIFY` arrives after the commit is visible, so a version
+    /// learnt from it could call data the same after they changed. Servers of one database
+    /// also need not share a writer whose commits they could count.
+    fn data_version(&self) -> Result<Option<u64>, Error> {
+        Ok(None)
+    }
 }
 
 /// A page. Most pages are one statement in autocommit, one round trip: a single statement

@@ -8,7 +8,8 @@
 //! page is a keyset range scan and never an `OFFSET`.
 //!
 //! Concurrency: WAL mode; one writer connection (`SqliteWriter`) and a pool of read-only
-//! connections. Readers work on snapshots and never block the writer.
+//! connections. Readers work on snapshots and never block the writer. One more read-only
+//! connection answers the data version (`version.rs`).
 
 mod export;
 mod ingest;
@@ -19,6 +20,7 @@ mod query_plans;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod version;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +31,7 @@ use crate::segment::SegmentRef;
 use crate::{Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
+use version::DataVersion;
 
 /// Tuning of an [`SqliteStore`].
 #[derive(Clone, Debug)]
@@ -54,6 +57,7 @@ impl Default for SqliteConfig {
 pub struct SqliteStore {
     path: PathBuf,
     readers: Pool,
+    version: DataVersion,
 }
 
 impl SqliteStore {
@@ -72,7 +76,12 @@ impl SqliteStore {
         schema::migrate(&mut conn)?;
         drop(conn);
         let readers = Pool::new(path.clone(), config);
-        Ok(Self { path, readers })
+        let version = DataVersion::open(&path)?;
+        Ok(Self {
+            path,
+            readers,
+            version,
+        })
     }
 
     /// Creates a new database at `path` filled by `fill`, all or nothing: it is built in a

@@ -40,6 +40,12 @@ impl OracleStore for SqliteStore {
             nodes,
         })
     }
+
+    /// `PRAGMA data_version` on a connection kept for it: a few microseconds, never waiting for
+    /// the writer (see `version.rs`).
+    fn data_version(&self) -> Result<Option<u64>, Error> {
+        self.version.current()
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -6,7 +6,7 @@ use tempfile::TempDir;
 
 use super::schema::MIGRATIONS;
 use super::{SqliteConfig, SqliteStore};
-use crate::{Error, Health, IngestWriter, suite};
+use crate::{Error, Health, IngestWriter, OracleStore, suite};
 
 /// A fresh store in its own temporary directory, removed on drop.
 struct TempStore {
@@ -112,6 +112,31 @@ fn a_second_writer_shares_the_dictionaries_and_segments() {
     assert_eq!(export(1), ["1a", "1b", "1c"]);
     assert_eq!(export(2), ["2a", "2b"]);
     assert_eq!(export(3), ["3a", "3b"]);
+}
+
+/// The version is read while another connection holds the write lock with changes not yet
+/// committed: it answers at once (its connection has no busy timeout, so a wait would show as
+/// `None`), unchanged, and changes only when that transaction commits.
+#[test]
+fn data_version_does_not_wait_for_an_open_write_transaction() {
+    let temp = TempStore::new();
+    let store = &temp.store;
+    let before = store
+        .data_version()
+        .unwrap()
+        .expect("SQLite tells its version");
+    let other = Connection::open(store.path()).unwrap();
+    other
+        .execute_batch("BEGIN IMMEDIATE; INSERT INTO parties (hex) VALUES (x'01');")
+        .unwrap();
+    assert_eq!(store.data_version().unwrap(), Some(before));
+    // Readers go on meanwhile, and reading changes nothing either.
+    suite::contents(store, &[1]);
+    assert_eq!(store.data_version().unwrap(), Some(before));
+    other.execute_batch("COMMIT").unwrap();
+    let after = store.data_version().unwrap().expect("still told");
+    assert_ne!(after, before);
+    assert_eq!(store.data_version().unwrap(), Some(after));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use oracle_core::{PaginationParams, Position, encode_cursor};
 
-use super::{Store, commit, oracle_row, page};
+use super::{Store, commit, contents, ledger_batch, ledger_row, oracle_row, page};
 use crate::{IngestBatch, IngestWriter};
 
 /// (label, (vega time, block, seq), matched specs).
@@ -348,4 +348,40 @@ pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
     // Nothing beyond the ends: an empty page reports no neighbours.
     check_anchor(store, None, first_2, &last, "false", "", (false, false));
     check_anchor(store, None, first_2, &first, "true", "", (false, false));
+}
+
+/// The data version: reads leave it as it is, every commit changes it, and a backend that
+/// cannot tell never starts telling.
+pub(crate) fn oracle_data_version_changes_with_every_commit<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    let read = || {
+        contents(store, &[1]);
+        store.data_version().unwrap()
+    };
+    let Some(mut version) = store.data_version().unwrap() else {
+        fill(writer);
+        assert_eq!(read(), None);
+        return;
+    };
+    let batches = [
+        IngestBatch {
+            oracle_rows: vec![oracle_row("d0", (100, 10, 1), &[1])],
+            ..IngestBatch::default()
+        },
+        ledger_batch(vec![ledger_row("l0", 1, 1, (100, 10, 1, 0))]),
+        IngestBatch {
+            oracle_rows: vec![oracle_row("d1", (200, 11, 1), &[])],
+            ..IngestBatch::default()
+        },
+    ];
+    for batch in &batches {
+        assert_eq!(read(), Some(version), "a read changed the version");
+        assert_eq!(store.data_version().unwrap(), Some(version));
+        commit(writer, batch);
+        let after = store.data_version().unwrap().expect("still told");
+        assert_ne!(after, version, "a commit left the version as it was");
+        version = after;
+    }
 }

@@ -1,0 +1,237 @@
+//! The page cache through the service: a page asked again at the same data version is the
+//! same answer, byte for byte, without a read; anything else reads the store.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use http_body_util::BodyExt;
+use hyper::body::Body as _;
+use hyper::{HeaderMap, Request, StatusCode};
+use tokio::sync::oneshot;
+
+use super::operations::sample;
+use super::{FakeStore, PARTY};
+use crate::{App, AppConfig};
+
+const ORACLE: &str = "/api/v2/oracle/data";
+/// Another valid spec id.
+const SPEC: &str = "6a8ac4ba05805975ed2f89d94a2f20aaf3c64af775a89294c2cd789a380208a9";
+/// Node padding: pages of about 6 KB, worth compressing.
+const PAD: usize = 2000;
+
+/// Everything a client receives: `length` is the body's exact size hint, which hyper sends as
+/// `Content-Length`.
+#[derive(Debug, PartialEq, Eq)]
+struct Whole {
+    status: StatusCode,
+    headers: HeaderMap,
+    length: Option<u64>,
+    body: Vec<u8>,
+}
+
+async fn fetch(app: &App, uri: &str, headers: &[(&str, &str)]) -> Whole {
+    let mut request = Request::get(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app.handle(request.body(()).unwrap()).await;
+    let (parts, body) = response.into_parts();
+    let length = body.size_hint().exact();
+    Whole {
+        status: parts.status,
+        headers: parts.headers,
+        length,
+        body: body.collect().await.unwrap().to_bytes().to_vec(),
+    }
+}
+
+fn app(store: &FakeStore, config: AppConfig) -> App {
+    App::new(Arc::new(store.clone()), config)
+}
+
+/// The same data as [`FakeStore::versioned`], from a store that cannot tell its version: the
+/// answers without the cache.
+fn uncached() -> App {
+    let store = FakeStore::versioned(PAD);
+    *store.version.lock().unwrap() = None;
+    app(&store, AppConfig::default())
+}
+
+/// `(hits, misses)` of the page cache.
+fn counts(app: &App) -> (f64, f64) {
+    let text = String::from_utf8(app.metrics().render()).unwrap();
+    let read = |name| sample(&text, name).unwrap();
+    (
+        read("datanode_page_cache_hits_total"),
+        read("datanode_page_cache_misses_total"),
+    )
+}
+
+fn text(answer: &Whole) -> &str {
+    std::str::from_utf8(&answer.body).unwrap()
+}
+
+#[tokio::test]
+async fn a_repeated_page_is_the_same_answer_without_a_read() {
+    let store = FakeStore::versioned(PAD);
+    let app = app(&store, AppConfig::default());
+    let origin = [("origin", "https://console.example")];
+    let uri = format!("{ORACLE}?pagination.first=2");
+    let first = fetch(&app, &uri, &origin).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first, fetch(&uncached(), &uri, &origin).await);
+    let second = fetch(&app, &uri, &origin).await;
+    assert_eq!(second, first);
+    assert_eq!(second.headers["access-control-allow-origin"], "*");
+    assert_eq!(second.length, Some(second.body.len() as u64));
+    assert_eq!(store.page_reads(), 1);
+    assert_eq!(counts(&app), (1.0, 1.0));
+    // Another spelling of the same request is the same page.
+    let respelled = format!("{ORACLE}?pagination.newestFirst=true&unknown=1&pagination.first=2");
+    assert_eq!(fetch(&app, &respelled, &origin).await, first);
+    assert_eq!(store.page_reads(), 1);
+    // Answers from the cache are counted and timed like any other.
+    let text = String::from_utf8(app.metrics().render()).unwrap();
+    let requests = r#"datanode_http_requests_total{route="oracle_data",status="200"}"#;
+    assert_eq!(sample(&text, requests), Some(3.0));
+    let timed = r#"datanode_http_request_duration_seconds_count{route="oracle_data"}"#;
+    assert_eq!(sample(&text, timed), Some(3.0));
+}
+
+#[tokio::test]
+async fn a_commit_makes_the_next_page_read_the_store_again() {
+    let store = FakeStore::versioned(0);
+    let app = app(&store, AppConfig::default());
+    let before = fetch(&app, ORACLE, &[]).await;
+    assert!(!text(&before).contains("commits"));
+    assert_eq!(fetch(&app, ORACLE, &[]).await, before);
+    store.commit();
+    let after = fetch(&app, ORACLE, &[]).await;
+    assert!(text(&after).contains(r#""commits":1"#), "{}", text(&after));
+    assert_eq!(store.page_reads(), 2);
+    assert_eq!(fetch(&app, ORACLE, &[]).await, after);
+    assert_eq!(store.page_reads(), 2);
+    assert_eq!(counts(&app), (2.0, 2.0));
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_tell_its_version_is_read_every_time() {
+    let store = FakeStore::default();
+    let app = app(&store, AppConfig::default());
+    for _ in 0..3 {
+        assert_eq!(fetch(&app, ORACLE, &[]).await.status, StatusCode::OK);
+    }
+    assert_eq!(store.page_reads(), 3);
+    assert_eq!(counts(&app), (0.0, 3.0));
+}
+
+/// A commit lands while a read has taken its data but not ended, and a request after the
+/// commit reads and keeps the new data: the slow read's page, of the data before the commit,
+/// must replace nothing.
+#[tokio::test]
+async fn a_page_read_while_the_version_changed_is_not_kept() {
+    let store = FakeStore::versioned(0);
+    let (taken, read_has_data) = oneshot::channel();
+    let (resume, paused) = oneshot::channel();
+    *store.pause.lock().unwrap() = Some((taken, paused));
+    let app = app(&store, AppConfig::default());
+    let slow = tokio::spawn({
+        let app = app.clone();
+        async move { fetch(&app, ORACLE, &[]).await }
+    });
+    read_has_data.await.unwrap();
+    store.commit();
+    let fresh = fetch(&app, ORACLE, &[]).await;
+    assert!(text(&fresh).contains(r#""commits":1"#), "{}", text(&fresh));
+    resume.send(()).unwrap();
+    let stale = slow.await.unwrap();
+    assert!(!text(&stale).contains("commits"));
+    assert_eq!(fetch(&app, ORACLE, &[]).await, fresh);
+    assert_eq!(store.page_reads(), 2);
+}
+
+#[tokio::test]
+async fn failed_reads_are_not_kept() {
+    let store = FakeStore {
+        fail_pages: Arc::new(true.into()),
+        ..FakeStore::versioned(0)
+    };
+    let app = app(&store, AppConfig::default());
+    for _ in 0..2 {
+        let failed = fetch(&app, ORACLE, &[]).await;
+        assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    store.fail_pages.store(false, Ordering::Relaxed);
+    let answer = fetch(&app, ORACLE, &[]).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(fetch(&app, ORACLE, &[]).await, answer);
+    assert_eq!(store.page_reads(), 3);
+}
+
+#[tokio::test]
+async fn each_spec_page_and_style_has_its_own_entry() {
+    let cases: &[(String, &[(&str, &str)])] = &[
+        (ORACLE.to_owned(), &[]),
+        (format!("{ORACLE}?pagination.first=2"), &[]),
+        (
+            format!("{ORACLE}?pagination.first=2&pagination.newestFirst=false"),
+            &[],
+        ),
+        (format!("{ORACLE}?oracleSpecId={SPEC}"), &[]),
+        (format!("{ORACLE}?oracleSpecId={PARTY}"), &[]),
+        (format!("{ORACLE}?pretty"), &[]),
+        (ORACLE.to_owned(), &[("accept-encoding", "gzip")]),
+        (ORACLE.to_owned(), &[("accept-encoding", "zstd")]),
+        (ORACLE.to_owned(), &[("accept-encoding", "br")]),
+        (format!("{ORACLE}?pretty"), &[("accept-encoding", "gzip")]),
+    ];
+    let uncached = uncached();
+    let mut expected = Vec::new();
+    for (uri, headers) in cases {
+        let answer = fetch(&uncached, uri, headers).await;
+        assert_eq!(answer.status, StatusCode::OK, "{uri} {headers:?}");
+        assert!(
+            !expected.contains(&answer),
+            "{uri} {headers:?} is like another"
+        );
+        expected.push(answer);
+    }
+    let store = FakeStore::versioned(PAD);
+    let app = app(&store, AppConfig::default());
+    for round in 0..2 {
+        for ((uri, headers), expected) in cases.iter().zip(&expected) {
+            let answer = fetch(&app, uri, headers).await;
+            assert_eq!(&answer, expected, "round {round}: {uri} {headers:?}");
+        }
+        assert_eq!(store.page_reads(), cases.len());
+    }
+    let n = cases.len() as f64;
+    assert_eq!(counts(&app), (n, n));
+}
+
+#[tokio::test]
+async fn the_byte_bound_evicts_the_least_recently_used_page() {
+    let size = fetch(&uncached(), ORACLE, &[]).await.body.len();
+    // Room for one page and its overhead, not for two.
+    let config = AppConfig {
+        page_cache_bytes: size * 3 / 2,
+        ..AppConfig::default()
+    };
+    let store = FakeStore::versioned(PAD);
+    let bounded = app(&store, config);
+    let (one, two) = (ORACLE.to_owned(), format!("{ORACLE}?pagination.first=2"));
+    for uri in [&one, &two, &one, &one] {
+        fetch(&bounded, uri, &[]).await;
+    }
+    assert_eq!(store.page_reads(), 3);
+
+    let off = AppConfig {
+        page_cache_bytes: 0,
+        ..AppConfig::default()
+    };
+    let without_cache = app(&store, off);
+    fetch(&without_cache, ORACLE, &[]).await;
+    fetch(&without_cache, ORACLE, &[]).await;
+    assert_eq!(store.page_reads(), 5);
+    assert_eq!(counts(&without_cache), (0.0, 0.0));
+}
