@@ -48,7 +48,9 @@ impl Error {
 /// append to or serve rows of another one.
 ///
 /// Format 2 stores a party's ledger lines in segments (`segment.rs`) instead of a row each.
-pub const ROW_FORMAT: u32 = 2;
+/// Format 3: PostgreSQL segment lines are LZ4-compressed (and so are their indexes); SQLite's
+/// stored bytes are those of format 2, so a SQLite database of format 2 is migrated in place.
+pub const ROW_FORMAT: u32 = 3;
 
 /// The message for a store written in another row format.
 pub(crate) fn row_format_mismatch(found: &str) -> Error {

@@ -9,7 +9,9 @@
 //! `COPY` rather than fetches from a portal: the server sends rows as fast as the client takes
 //! them, with no round trip per batch and the database producing while the client writes, and
 //! memory stays bounded by the socket buffers (the connection reads no further ahead than the
-//! export takes). The rows come in binary `COPY` form, so each segment arrives as it is stored.
+//! export takes). The rows come in binary `COPY` form, so each segment arrives as it is stored:
+//! compressed (`packed.rs`), and decompressed here into buffers that the export reuses for every
+//! segment.
 
 use std::cell::Cell;
 use std::ops::ControlFlow;
@@ -20,6 +22,7 @@ use postgres::binary_copy::{BinaryCopyOutIter, BinaryCopyOutRow};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
 
+use super::packed::unpack_into;
 use super::{PgConn, PgStore, Statements, map_err};
 use crate::model::inclusive_bounds;
 use crate::segment::SegmentRef;
@@ -73,22 +76,33 @@ impl Scan {
     fn send(
         &self,
         row: &BinaryCopyOutRow,
+        buffers: &mut Buffers,
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> Result<ControlFlow<()>, Error> {
-        let csv: &[u8] = row.try_get(1).map_err(map_err)?;
+        unpack_into(row.try_get(1).map_err(map_err)?, &mut buffers.csv)?;
         if let Some(keys) = row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+            unpack_into(keys, &mut buffers.keys)?;
+            let segment = SegmentRef::new(&buffers.csv, &buffers.keys)?;
             let asset = self.asset.map(i64::from);
-            return Ok(SegmentRef::new(csv, keys)?.emit(self.low, self.high, asset, sink, summary));
+            return Ok(segment.emit(self.low, self.high, asset, sink, summary));
         }
         let lines = row.try_get::<i32>(0).map_err(map_err)?;
         let lines = u64::try_from(lines)
             .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
         summary.rows += lines;
-        let flow = sink.rows(csv, lines);
+        let flow = sink.rows(&buffers.csv, lines);
         summary.stopped = flow.is_break();
         Ok(flow)
     }
+}
+
+/// An export's decompressed segment, its lines and its index: allocated once per export and
+/// reused for every segment.
+#[derive(Default)]
+struct Buffers {
+    csv: Vec<u8>,
+    keys: Vec<u8>,
 }
 
 impl LedgerStore for PgStore {
@@ -138,8 +152,12 @@ fn export(
             .copy_out(&format!("COPY ({}) TO STDOUT (FORMAT binary)", scan.sql()))
             .map_err(map_err)?;
         let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::BYTEA, Type::BYTEA]);
+        let mut buffers = Buffers::default();
         while let Some(row) = rows.next().map_err(map_err)? {
-            if scan.send(&row, sink, &mut summary)?.is_break() {
+            if scan
+                .send(&row, &mut buffers, sink, &mut summary)?
+                .is_break()
+            {
                 break;
             }
         }

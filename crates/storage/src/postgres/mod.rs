@@ -6,7 +6,8 @@
 //! order, in segments of about 256 KiB (`crate::segment`) keyed by (party, last line's key), so
 //! an export is one ordered range scan of the primary key that sends whole segments
 //! (`export.rs`) and an ingest rewrites the few segments a batch touches (`segments.rs`);
-//! `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a page
+//! both blobs of a segment are stored LZ4-compressed (`packed.rs`), so the wire carries a
+//! quarter of the bytes; `oracle_data` is keyed by its position and `oracle_spec_data` by (spec, position), so a page
 //! is a keyset range scan and never an `OFFSET`. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
@@ -18,6 +19,7 @@
 mod export;
 mod ingest;
 mod oracle;
+mod packed;
 #[cfg(test)]
 mod query_plans;
 mod schema;
@@ -137,7 +139,8 @@ impl PgStore {
                     &[&party],
                 )
                 .map_err(map_err)?;
-            let segment = SegmentRef::new(first.get(0), first.get(1))?;
+            let (csv, keys) = (packed::unpack(first.get(0))?, packed::unpack(first.get(1))?);
+            let segment = SegmentRef::new(&csv, &keys)?;
             if segment.len() > 0 {
                 let asset = segment.line(0).asset;
                 examples.asset = tx

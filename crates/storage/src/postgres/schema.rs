@@ -4,7 +4,8 @@
 //! format. `migrate` applies what is missing inside one transaction under an advisory lock, so
 //! two processes migrating at once take turns and the second finds nothing left to do. A
 //! database in another row format is refused before any migration runs: its rows are wire bytes
-//! of another format, which no migration converts (the one to segments drops `ledger_rows`).
+//! of another format, which no migration converts (the one to segments drops `ledger_rows`, the
+//! one to compressed segments only changes the recorded format).
 //! `check` only reads: a serving process never writes.
 
 use postgres::Client;
@@ -100,6 +101,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE ledger_rows;
     UPDATE schema_info SET value = '2' WHERE key = 'row_format';
     ",
+    // 3: row format 3, segments LZ4-compressed by this program (`packed.rs`); the layout is
+    // that of 2. Only ever applied to a database without segments: `migrate` refuses one in row
+    // format 2 before it gets here.
+    "UPDATE schema_info SET value = '3' WHERE key = 'row_format';",
 ];
 
 /// What a migration did (`PgStore::migrate`).

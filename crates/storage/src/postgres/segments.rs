@@ -5,8 +5,9 @@
 //! whose first vega time is not after its last line's. When there are none because the lines
 //! all come after what is stored (the usual append), it reads instead the party's last segment
 //! if it is shorter than [`SMALL_TAIL_BYTES`], so that a stream committed a block at a time
-//! still fills segments. `segment::rebuild` merges what was read with the lines; the segments
-//! read are deleted by key and the result is copied in.
+//! still fills segments. `segment::rebuild` merges what was read, decompressed, with the lines;
+//! the segments read are deleted by key and the result is compressed (`packed.rs`) and copied
+//! in.
 //!
 //! The rewrite covers a key range holding no other segment of the party (segments never
 //! overlap, and a segment left out lies wholly before the party's first line or wholly after
@@ -24,16 +25,19 @@ use postgres::{Client, Statement, Transaction};
 
 use super::ingest::copy_in;
 use super::map_err;
+use super::packed::{pack, size_prefix, unpack};
 use crate::Error;
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, SegmentRef};
 
 /// The stored segments each party's lines fall among, or its small last segment to grow (see
 /// the module docs). Parameters: per party its id, its first line's key (four columns) and its
-/// last line's vega time, as arrays; then [`SMALL_TAIL_BYTES`]. The rows come in no order.
+/// last line's vega time, as arrays; then the size prefix of [`SMALL_TAIL_BYTES`]. The rows come in no order.
 ///
 /// A lateral subquery per party: a parameterised range scan of the primary key each, never a
-/// join that could hash the whole table (`query_plans.rs` pins it). `octet_length` of a value
-/// stored out of line reads its size from the pointer, not the value.
+/// join that could hash the whole table (`query_plans.rs` pins it). The tail's size is the
+/// prefix of its compressed lines (`packed.rs`), big-endian so that it compares as bytes with the
+/// bound's prefix; `substring` of a value stored out of line and uncompressed fetches only the
+/// chunk that holds those bytes.
 pub(super) const TOUCHED_SQL: &str = "
     SELECT s.party, s.last_time, s.last_block, s.last_seq, s.last_idx, s.csv, s.keys
     FROM unnest($1::integer[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
@@ -52,7 +56,7 @@ pub(super) const TOUCHED_SQL: &str = "
         ) tail
         WHERE (tail.last_time, tail.last_block, tail.last_seq, tail.last_idx)
               < (b.time, b.block, b.seq, b.idx)
-          AND octet_length(tail.csv) < $7
+          AND substring(tail.csv FOR 4) < $7
     ) s";
 
 /// Deletes segments by key, given as arrays of party, vega time, block, sequence and index.
@@ -177,7 +181,7 @@ fn touched(
         first.push(party, line.key);
         high.push(lines[lines.len() - 1].1.key.0);
     }
-    let small_tail = i32::try_from(SMALL_TAIL_BYTES).expect("a small tail is a few KiB");
+    let small_tail = size_prefix(SMALL_TAIL_BYTES);
     let KeyColumns {
         party,
         time,
@@ -195,8 +199,8 @@ fn touched(
     for row in rows {
         let key = (row.get(1), row.get(2), row.get(3), row.get(4));
         let segment = Segment {
-            csv: row.get(5),
-            keys: row.get(6),
+            csv: unpack(row.get(5))?,
+            keys: unpack(row.get(6))?,
         };
         // `rebuild` trusts a segment's index to slice its lines.
         SegmentRef::new(&segment.csv, &segment.keys)?;
@@ -208,7 +212,7 @@ fn touched(
     Ok(stored)
 }
 
-/// Copies new segments in, each keyed by its last line.
+/// Copies new segments in, each keyed by its last line, its blobs compressed.
 fn write(tx: &mut Transaction<'_>, fresh: &[(i32, Segment)]) -> Result<(), Error> {
     let mut heads = Vec::with_capacity(fresh.len());
     for (party, segment) in fresh {
@@ -217,13 +221,13 @@ fn write(tx: &mut Transaction<'_>, fresh: &[(i32, Segment)]) -> Result<(), Error
         };
         let lines = i32::try_from(segment.lines())
             .map_err(|_| Error::Internal("a ledger segment of too many lines".into()))?;
-        heads.push((*party, last, first.0, lines));
+        let packed = (pack(&segment.csv)?, pack(&segment.keys)?);
+        heads.push((*party, last, first.0, lines, packed));
     }
     let rows: Vec<Vec<&(dyn ToSql + Sync)>> = heads
         .iter()
-        .zip(fresh)
         .map(
-            |((party, (time, block, seq, idx), first_time, lines), (_, segment))| {
+            |(party, (time, block, seq, idx), first_time, lines, (csv, keys))| {
                 vec![
                     party as &(dyn ToSql + Sync),
                     time,
@@ -232,8 +236,8 @@ fn write(tx: &mut Transaction<'_>, fresh: &[(i32, Segment)]) -> Result<(), Error
                     idx,
                     first_time,
                     lines,
-                    &segment.csv,
-                    &segment.keys,
+                    csv,
+                    keys,
                 ]
             },
         )

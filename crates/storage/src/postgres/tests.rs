@@ -158,6 +158,43 @@ fn a_database_of_row_format_1_is_refused_and_left_as_it_is() {
 }
 
 #[test]
+fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
+    let Some(db) = TestDatabase::create("a_database_of_row_format_2") else {
+        return;
+    };
+    // What the previous version wrote: schema 2, an uncompressed segment of format 2.
+    let mut client = db.client();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
+             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
+             ('schema_version', '2'), ('row_format', '1'); {} {} \
+             INSERT INTO ledger_segments VALUES (1, 100, 10, 1, 0, 100, 1, 'kept\n', '')",
+            MIGRATIONS[0], MIGRATIONS[1]
+        ))
+        .unwrap();
+    for refused in [
+        PgStore::migrate(db.url()).map(drop),
+        PgStore::writer(db.url()).map(drop),
+        PgStore::open(db.url(), PgConfig::default()).map(drop),
+    ] {
+        incompatible(refused, "format 2");
+    }
+    let row = client
+        .query_one(
+            "SELECT (SELECT string_agg(csv::text, ' ') FROM ledger_segments), \
+             (SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info)",
+            &[],
+        )
+        .unwrap();
+    let (csv, info): (String, String) = (row.get(0), row.get(1));
+    assert_eq!(
+        (csv.as_str(), info.as_str()),
+        ("\\x6b6570740a", "vega-datanode-lite 2 2")
+    );
+}
+
+#[test]
 fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
     let Some(db) = TestDatabase::create("examples_name_the_first_party") else {
         return;

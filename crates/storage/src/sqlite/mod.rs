@@ -3,7 +3,9 @@
 //! Layout (see `schema.rs`): `ledger_segments` holds each party's finished CSV lines in the
 //! total order across its assets, in segments of about 256 KiB (`segment.rs`) clustered by
 //! (party, last line's key), so an export is one ordered range search over that party's
-//! segments only, most of them copied whole.
+//! segments only, most of them copied whole. Unlike PostgreSQL's, the segments are stored
+//! uncompressed: the file is local, so there is no wire to spare, and the export already runs as
+//! fast as nginx serves the same bytes from a file; decompressing would only cost time.
 //! `oracle_data` is clustered by its position, and `oracle_spec_data` by (spec, position), so a
 //! page is a keyset range scan and never an `OFFSET`.
 //!

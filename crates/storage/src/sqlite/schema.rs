@@ -92,6 +92,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE ledger_rows;
     UPDATE schema_info SET value = '2' WHERE key = 'row_format';
     ",
+    // 4: row format 3, in which PostgreSQL compresses its segments. SQLite stores the bytes of
+    // format 2 unchanged, so a database of format 2 is simply relabelled; one of any other
+    // format keeps it, and is refused after the migrations.
+    "UPDATE schema_info SET value = '3' WHERE key = 'row_format' AND value = '2';",
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)

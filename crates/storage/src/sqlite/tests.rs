@@ -237,6 +237,38 @@ fn ledger_rows_of_format_1_are_refused_and_kept() {
     assert_eq!(rows, 1);
 }
 
+#[test]
+fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
+    let temp = TempStore::new();
+    let path = temp.store.path().to_path_buf();
+    let batch = crate::IngestBatch {
+        ledger_rows: vec![suite::ledger_row("kept", 1, 1, (1, 1, 1, 0))],
+        ..crate::IngestBatch::default()
+    };
+    temp.store.writer().unwrap().commit(&batch).unwrap();
+    // As the previous version left it: schema 3, row format 2, the same segment bytes.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA user_version = 3; \
+             UPDATE schema_info SET value = '2' WHERE key = 'row_format';",
+        )
+        .unwrap();
+    let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+    let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
+    assert_eq!(labels, ["kept"]);
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(pragma::<i64>(&conn, "user_version"), 4);
+    let format: String = conn
+        .query_row(
+            "SELECT value FROM schema_info WHERE key = 'row_format'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(format, crate::ROW_FORMAT.to_string());
+}
+
 /// The bytes of every file in `dir`, by name.
 fn files(dir: &std::path::Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
