@@ -135,14 +135,7 @@ pub(super) fn store(
         fresh.extend(rebuilt.into_iter().map(|segment| (party, segment)));
     }
     if !doomed.party.is_empty() {
-        let KeyColumns {
-            party,
-            time,
-            block,
-            seq,
-            idx,
-        } = &doomed;
-        tx.execute(&statements.delete, &[party, time, block, seq, idx])
+        tx.execute(&statements.delete, &doomed.params())
             .map_err(map_err)?;
     }
     write(tx, &fresh)
@@ -166,6 +159,11 @@ impl KeyColumns {
         self.seq.push(seq);
         self.idx.push(idx);
     }
+
+    /// The five arrays, as the first five parameters of a statement.
+    fn params(&self) -> [&(dyn ToSql + Sync); 5] {
+        [&self.party, &self.time, &self.block, &self.seq, &self.idx]
+    }
 }
 
 /// The stored segments to rewrite, by party, each party's in key order, their indexes checked.
@@ -182,13 +180,7 @@ fn touched(
         high.push(lines[lines.len() - 1].1.key.0);
     }
     let small_tail = size_prefix(SMALL_TAIL_BYTES);
-    let KeyColumns {
-        party,
-        time,
-        block,
-        seq,
-        idx,
-    } = &first;
+    let [party, time, block, seq, idx] = first.params();
     let rows = tx
         .query(
             statement,

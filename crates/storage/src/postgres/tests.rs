@@ -5,6 +5,8 @@
 
 mod segments;
 
+use postgres::Client;
+
 use super::schema::{CREATED_BY, MIGRATIONS};
 use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
@@ -27,6 +29,32 @@ fn incompatible<T: std::fmt::Debug>(result: Result<T, Error>, wanted: &str) {
     match result {
         Err(Error::Incompatible(message)) => assert!(message.contains(wanted), "{message}"),
         other => panic!("expected Error::Incompatible ({wanted}), got {other:?}"),
+    }
+}
+
+/// Writes what an earlier version left: `schema_info` at `version` with rows of `row_format`,
+/// the first `version` migrations, then `rows` (SQL). Returns a client on that database.
+fn earlier_version(db: &TestDatabase, version: usize, row_format: u32, rows: &str) -> Client {
+    let mut client = db.client();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
+             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
+             ('schema_version', '{version}'), ('row_format', '{row_format}'); {} {rows}",
+            MIGRATIONS[..version].join(" ")
+        ))
+        .unwrap();
+    client
+}
+
+/// `migrate`, the writer and a serving store all refuse the database, saying `wanted`.
+fn refused_by_every_opener(url: &str, wanted: &str) {
+    for refused in [
+        PgStore::migrate(url).map(drop),
+        PgStore::writer(url).map(drop),
+        PgStore::open(url, PgConfig::default()).map(drop),
+    ] {
+        incompatible(refused, wanted);
     }
 }
 
@@ -129,19 +157,13 @@ fn a_database_of_row_format_1_is_refused_and_left_as_it_is() {
         return;
     };
     // What the previous version wrote: schema 1, rows in format 1.
-    let mut client = db.client();
-    client
-        .batch_execute(&format!(
-            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
-             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
-             ('schema_version', '1'), ('row_format', '1'); {} \
-             INSERT INTO ledger_rows VALUES (1, 1, 100, 10, 1, 0, 'kept\n')",
-            MIGRATIONS[0]
-        ))
-        .unwrap();
-    incompatible(PgStore::migrate(db.url()), "re-ingest");
-    incompatible(PgStore::writer(db.url()).map(drop), "re-ingest");
-    incompatible(PgStore::open(db.url(), PgConfig::default()), "re-ingest");
+    let mut client = earlier_version(
+        &db,
+        1,
+        1,
+        "INSERT INTO ledger_rows VALUES (1, 1, 100, 10, 1, 0, 'kept\n')",
+    );
+    refused_by_every_opener(db.url(), "re-ingest");
     let row = client
         .query_one(
             "SELECT (SELECT count(*) FROM ledger_rows), \
@@ -162,24 +184,15 @@ fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
     let Some(db) = TestDatabase::create("a_database_of_row_format_2") else {
         return;
     };
-    // What the previous version wrote: schema 2, an uncompressed segment of format 2.
-    let mut client = db.client();
-    client
-        .batch_execute(&format!(
-            "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
-             INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
-             ('schema_version', '2'), ('row_format', '1'); {} {} \
-             INSERT INTO ledger_segments VALUES (1, 100, 10, 1, 0, 100, 1, 'kept\n', '')",
-            MIGRATIONS[0], MIGRATIONS[1]
-        ))
-        .unwrap();
-    for refused in [
-        PgStore::migrate(db.url()).map(drop),
-        PgStore::writer(db.url()).map(drop),
-        PgStore::open(db.url(), PgConfig::default()).map(drop),
-    ] {
-        incompatible(refused, "format 2");
-    }
+    // What the previous version wrote: schema 2, an uncompressed segment of format 2 (its
+    // migration 2 sets the row format from 1 to 2).
+    let mut client = earlier_version(
+        &db,
+        2,
+        1,
+        "INSERT INTO ledger_segments VALUES (1, 100, 10, 1, 0, 100, 1, 'kept\n', '')",
+    );
+    refused_by_every_opener(db.url(), "format 2");
     let row = client
         .query_one(
             "SELECT (SELECT string_agg(csv::text, ' ') FROM ledger_segments), \
