@@ -22,6 +22,15 @@ impl TempStore {
             SqliteStore::open(dir.path().join("store.db"), SqliteConfig::default()).unwrap();
         Self { store, _dir: dir }
     }
+
+    /// A store holding one ledger row, labelled "kept", of party 1; and its file's path.
+    fn with_one_row() -> (Self, std::path::PathBuf) {
+        let temp = Self::new();
+        let path = temp.store.path().to_path_buf();
+        let batch = suite::ledger_batch(vec![suite::ledger_row("kept", 1, 1, (1, 1, 1, 0))]);
+        temp.store.writer().unwrap().commit(&batch).unwrap();
+        (temp, path)
+    }
 }
 
 /// Runs a suite test on a fresh store.
@@ -40,13 +49,7 @@ fn pragma<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> T {
 
 #[test]
 fn reopening_keeps_data_and_schema_version() {
-    let temp = TempStore::new();
-    let path = temp.store.path().to_path_buf();
-    let batch = crate::IngestBatch {
-        ledger_rows: vec![suite::ledger_row("kept", 1, 1, (1, 1, 1, 0))],
-        ..crate::IngestBatch::default()
-    };
-    temp.store.writer().unwrap().commit(&batch).unwrap();
+    let (_temp, path) = TempStore::with_one_row();
 
     for _ in 0..2 {
         let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
@@ -239,13 +242,7 @@ fn ledger_rows_of_format_1_are_refused_and_kept() {
 
 #[test]
 fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
-    let temp = TempStore::new();
-    let path = temp.store.path().to_path_buf();
-    let batch = crate::IngestBatch {
-        ledger_rows: vec![suite::ledger_row("kept", 1, 1, (1, 1, 1, 0))],
-        ..crate::IngestBatch::default()
-    };
-    temp.store.writer().unwrap().commit(&batch).unwrap();
+    let (_temp, path) = TempStore::with_one_row();
     // As the previous version left it: schema 3, row format 2, the same segment bytes.
     Connection::open(&path)
         .unwrap()
