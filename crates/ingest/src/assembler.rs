@@ -2,7 +2,7 @@
 //! what an earlier run stored, and gathers complete blocks into batches for the writer.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 
 use ledger_core::{EntryKey, VEGA_TIME_LEN, VegaTime, restamp, vega_time_column};
@@ -11,7 +11,7 @@ use storage::{BlockRecord, BlockState, IngestBatch, LedgerRow, OracleRow};
 
 use crate::pipeline::IngestOptions;
 use crate::prepare::{Item, Prepared};
-use crate::reader::{Chunk, Message};
+use crate::reader::{Chunks, Message};
 use crate::writer::{Done, Job, StoreHandle};
 use crate::{IngestError, IngestStats};
 
@@ -79,9 +79,9 @@ impl<'o, 'p> Assembler<'o, 'p> {
         }
     }
 
-    pub(crate) fn run(&mut self, receiver: &Receiver<Chunk>) -> Result<IngestStats, IngestError> {
+    pub(crate) fn run(&mut self, chunks: &mut Chunks) -> Result<IngestStats, IngestError> {
         loop {
-            let chunk = match receiver.recv_timeout(self.options.idle_commit) {
+            let chunk = match chunks.recv_timeout(self.options.idle_commit) {
                 Ok(chunk) => chunk,
                 Err(RecvTimeoutError::Timeout) => {
                     // The input is quiet: make what is complete visible, and report it. A stop

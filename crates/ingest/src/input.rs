@@ -74,6 +74,12 @@ impl Input {
         Input(Source::Frames(Box::new(frames)))
     }
 
+    /// Whether the caller frames the records ([`Input::frames`]): such frames may go on after
+    /// a bad record (see [`Frames::reject`]), so they are decoded as they are framed.
+    pub(crate) fn is_framed_by_caller(&self) -> bool {
+        matches!(self.0, Source::Frames(_))
+    }
+
     /// The records of this input. Runs on the reader thread: opening may wait on the input.
     pub(crate) fn open(
         self,

@@ -1,10 +1,11 @@
 //! Records in, whole blocks out: the ingest loop.
 //!
-//! Three threads share the work, joined by bounded channels, so memory stays flat and the
+//! Three stages share the work, joined by bounded channels, so memory stays flat and the
 //! slowest stage sets the pace:
 //! - the reader ([`crate::reader`]) frames the input into records, decodes them into
 //!   format-neutral events and encodes their values once (each ledger entry's CSV rows, each
-//!   oracle datum's JSON): the CPU-heavy part;
+//!   oracle datum's JSON): the CPU-heavy part, spread over several decoder threads for a file
+//!   or a stream;
 //! - the assembler ([`crate::assembler`], the calling thread) follows blocks and the vega time,
 //!   stamps rows with their block's time, and gathers complete blocks into batches;
 //! - the writer ([`crate::writer`]) commits one batch while the next one is assembled.
@@ -21,7 +22,6 @@ use std::time::Duration;
 use storage::IngestWriter;
 
 use crate::assembler::Assembler;
-use crate::reader::{Chunk, QUEUE_CHUNKS};
 use crate::writer::{Done, Job, StoreHandle};
 use crate::{Format, IngestError, IngestStats, Input};
 
@@ -41,6 +41,9 @@ pub struct IngestOptions<'a> {
     pub format: Option<Format>,
     /// When set, stop at the next block boundary (after committing what is complete).
     pub stop: Option<&'a AtomicBool>,
+    /// Threads decoding a file or a stream (at least one); records a caller frames itself
+    /// are decoded as they are framed. Default: one per core, up to four.
+    pub decoders: usize,
 }
 
 /// The default of [`IngestOptions::max_record_bytes`]: far beyond any real event (a ledger
@@ -56,6 +59,7 @@ impl Default for IngestOptions<'_> {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: None,
             stop: None,
+            decoders: crate::reader::default_decoders(),
         }
     }
 }
@@ -76,15 +80,7 @@ pub fn ingest(
 ) -> Result<IngestStats, IngestError> {
     let input = input.into();
     let last_stored = writer.last_block()?;
-    let (event_sender, events) = mpsc::sync_channel::<Chunk>(QUEUE_CHUNKS);
-    let (format, max_record_bytes) = (options.format, options.max_record_bytes);
-    let reader = std::thread::Builder::new()
-        .name("ingest-reader".to_owned())
-        .spawn(move || crate::reader::read(input, format, max_record_bytes, &event_sender))
-        .map_err(|error| IngestError::Read {
-            source_name: "the reader thread".into(),
-            error,
-        })?;
+    let (mut chunks, reader) = crate::reader::spawn(input, options)?;
     // One batch being committed while the next one fills: double buffering.
     let (job_sender, jobs) = mpsc::sync_channel::<Job>(1);
     let (done_sender, done) = mpsc::sync_channel::<Done>(1);
@@ -98,10 +94,10 @@ pub fn ingest(
         let mut assembler = Assembler::new(store, options, last_stored, progress);
         // Dropping the assembler at the end of the scope closes the writer's job channel, so
         // the writer thread ends whenever this one stops, early or not.
-        assembler.run(&events)
+        assembler.run(&mut chunks)
     });
     // A reader blocked on a full channel wakes up and ends; one blocked on the input is left.
-    drop(events);
+    drop(chunks);
     if reader.is_finished() {
         // It cannot have panicked without the assembler noticing a closed channel first.
         let _ = reader.join();

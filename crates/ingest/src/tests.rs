@@ -6,6 +6,7 @@
 //! plain equality checks.
 
 mod commits;
+mod decoders;
 mod formats;
 mod lines;
 mod malformed;
