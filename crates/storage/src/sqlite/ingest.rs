@@ -7,6 +7,7 @@ use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
 
+use super::checkpoint::Checkpointer;
 use super::{connect, map_err};
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
@@ -17,6 +18,7 @@ pub struct SqliteWriter {
     conn: Connection,
     dictionaries: Dictionaries,
     tails: Tails,
+    checkpointer: Checkpointer,
 }
 
 /// What the writer knows of each party's last stored segment, so that appending a batch reads
@@ -117,13 +119,14 @@ impl SqliteWriter {
         // commits is copied back to the database once, not once per commit.
         conn.execute_batch(
             "PRAGMA cache_size = -65536; PRAGMA synchronous = NORMAL; \
-             PRAGMA wal_autocheckpoint = 8192;",
+             PRAGMA wal_autocheckpoint = 0;",
         )
         .map_err(map_err)?;
         Ok(Self {
             conn,
             dictionaries: Dictionaries::default(),
             tails: Tails::default(),
+            checkpointer: Checkpointer::start(path)?,
         })
     }
 
@@ -148,6 +151,7 @@ impl SqliteWriter {
         tx.commit().map_err(map_err)?;
         // A connection's own commits leave its data version as it was.
         self.tails.version = Some(version);
+        self.checkpointer.committed(&self.conn);
         Ok(())
     }
 }

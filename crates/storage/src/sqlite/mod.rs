@@ -13,6 +13,7 @@
 //! connections. Readers work on snapshots and never block the writer. One more read-only
 //! connection answers the data version (`version.rs`).
 
+mod checkpoint;
 mod export;
 mod ingest;
 mod oracle;

@@ -51,10 +51,10 @@ fn check(sql: &str, expected: &str) {
 }
 
 #[test]
-fn export_scan_is_a_primary_key_range_search() {
+fn export_scan_is_an_index_range_search() {
     check(
         SCAN_SQL,
-        "SEARCH ledger_segments USING PRIMARY KEY (party=? AND last_time>?)",
+        "SEARCH ledger_segments USING INDEX ledger_segments_key (party=? AND last_time>?)",
     );
 }
 

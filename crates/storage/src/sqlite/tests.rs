@@ -255,7 +255,10 @@ fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
     let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
     assert_eq!(labels, ["kept"]);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(pragma::<i64>(&conn, "user_version"), 4);
+    assert_eq!(
+        pragma::<i64>(&conn, "user_version"),
+        MIGRATIONS.len() as i64
+    );
     let format: String = conn
         .query_row(
             "SELECT value FROM schema_info WHERE key = 'row_format'",
@@ -264,6 +267,77 @@ fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
         )
         .unwrap();
     assert_eq!(format, crate::ROW_FORMAT.to_string());
+}
+
+#[test]
+fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
+    let (_temp, path) = TempStore::with_one_row();
+    let before = suite::export(
+        &SqliteStore::open(&path, SqliteConfig::default()).unwrap(),
+        &suite::filter(1, None, None, None),
+    );
+    // As schema 4 left them: the segments keyed by their primary key, WITHOUT ROWID.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE old (party INTEGER NOT NULL, last_time INTEGER NOT NULL, \
+             last_block INTEGER NOT NULL, last_seq INTEGER NOT NULL, last_idx INTEGER NOT NULL, \
+             first_time INTEGER NOT NULL, lines INTEGER NOT NULL, csv BLOB NOT NULL, \
+             keys BLOB NOT NULL, \
+             PRIMARY KEY (party, last_time, last_block, last_seq, last_idx)) WITHOUT ROWID; \
+         INSERT INTO old SELECT * FROM ledger_segments; \
+         DROP TABLE ledger_segments; \
+         ALTER TABLE old RENAME TO ledger_segments; \
+         PRAGMA user_version = 4;",
+    )
+    .unwrap();
+    drop(conn);
+    let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+    assert_eq!(
+        suite::export(&reopened, &suite::filter(1, None, None, None)),
+        before
+    );
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(pragma::<i64>(&conn, "user_version"), 5);
+    let table: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'ledger_segments'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(!table.contains("WITHOUT ROWID"), "{table}");
+    let index: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'ledger_segments_key'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(index, 1);
+}
+
+#[test]
+fn commits_reach_the_database_file_through_background_checkpoints() {
+    let temp = TempStore::new();
+    let path = temp.store.path().to_path_buf();
+    // Open and reading, so that the writer's closing does not checkpoint the WAL in the
+    // background's place (the last connection to close does).
+    let other = Connection::open(&path).unwrap();
+    let _: i64 = other
+        .query_row("SELECT count(*) FROM schema_info", [], |row| row.get(0))
+        .unwrap();
+    let file_len = || std::fs::metadata(&path).unwrap().len();
+    let before = file_len();
+    let label = "x".repeat(1000);
+    let rows = (0..2000)
+        .map(|n| suite::ledger_row(&label, 1 + (n % 7) as u8, 1, (n, n as u64, 1, 0)))
+        .collect();
+    let mut writer = temp.store.writer().unwrap();
+    writer.commit(&suite::ledger_batch(rows)).unwrap();
+    // Dropping the writer waits for the checkpoint its commit asked for.
+    drop(writer);
+    assert!(file_len() > before + 1_000_000, "{} -> {}", before, file_len());
+    drop(other);
 }
 
 /// The bytes of every file in `dir`, by name.
