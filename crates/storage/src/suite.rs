@@ -223,6 +223,18 @@ pub(crate) fn page(
     }
 }
 
+/// The nodes of the first page of `spec_n`'s data, newest first, joined by spaces: the labels
+/// of data written by [`oracle_row`].
+pub(crate) fn spec_labels(store: &impl Store, spec_n: u8) -> String {
+    let page = page(store, Some(spec_n), PaginationParams::default());
+    let labels: Vec<String> = page
+        .edges
+        .into_iter()
+        .map(|edge| String::from_utf8(edge.node).unwrap())
+        .collect();
+    labels.join(" ")
+}
+
 /// Everything a reader can see: the exports of `parties` and all oracle data, newest first.
 pub(crate) fn contents(store: &impl Store, parties: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<u8>>) {
     let exports = parties

@@ -8,7 +8,9 @@
 //! usual case; a batch that holds rows stored already (a re-run over blocks stored before) goes
 //! through temporary staging tables instead, moved into the real ones with one `INSERT … SELECT
 //! … ON CONFLICT DO NOTHING` per table, which leaves stored rows as they are. Either way a row
-//! costs no statement of its own (see `store`).
+//! costs no statement of its own (see `store`). Each match (`oracle_spec_data`) carries its
+//! datum's JSON too, borrowed from the batch like the datum's own: the bytes are copied once
+//! per row, into the `COPY` buffer.
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,11 +26,14 @@ use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter};
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
 
-/// Staging tables, private to the writer's session and emptied by every commit.
+/// Staging tables, private to the writer's session and emptied by every commit. Each has the
+/// columns of its table, so that the rows copied into either are the same; `stage_spec.json` is
+/// not read (see the merge of `oracle_spec_data`).
 const STAGING: &str = "
     CREATE TEMP TABLE stage_oracle (vega_time bigint, block bigint, seq bigint, json bytea)
         ON COMMIT DELETE ROWS;
-    CREATE TEMP TABLE stage_spec (spec integer, vega_time bigint, block bigint, seq bigint)
+    CREATE TEMP TABLE stage_spec (spec integer, vega_time bigint, block bigint, seq bigint,
+                                  json bytea)
         ON COMMIT DELETE ROWS;
 ";
 
@@ -96,8 +101,8 @@ struct Load<'r> {
     table: &'static str,
     /// The staging table of the same columns.
     staging: &'static str,
-    /// The table's primary key.
-    key: &'static str,
+    /// The statement that moves the staged rows not stored yet into the table.
+    merge: &'static str,
     types: &'static [Type],
     rows: Vec<Vec<&'r (dyn ToSql + Sync)>>,
 }
@@ -127,21 +132,13 @@ impl Load<'_> {
         copy_in(tx, table, self.types, &self.rows)
     }
 
-    /// Copies the rows into the staging table and moves those not stored yet into the table,
-    /// in key order, so that each index page is touched once per batch.
+    /// Copies the rows into the staging table and moves those not stored yet into the table.
     fn merge(&self, tx: &mut Transaction<'_>) -> Result<(), Error> {
         if self.rows.is_empty() {
             return Ok(());
         }
         self.copy(tx, self.staging).map_err(map_err)?;
-        tx.execute(
-            &format!(
-                "INSERT INTO {} SELECT * FROM {} ORDER BY {} ON CONFLICT DO NOTHING",
-                self.table, self.staging, self.key
-            ),
-            &[],
-        )
-        .map_err(map_err)?;
+        tx.execute(self.merge, &[]).map_err(map_err)?;
         Ok(())
     }
 }
@@ -150,8 +147,9 @@ impl Load<'_> {
 /// tables: a heap and an index insert each, no staging, no sort, no conflict check. A batch
 /// with a row stored already (a re-run over stored blocks, or a row twice in one batch) fails
 /// that copy with a unique violation; it is rolled back to a savepoint and the batch goes
-/// through the staging tables instead, where `ON CONFLICT DO NOTHING` keeps stored rows as
-/// they are. Either way the outcome is the same rows, in the caller's one transaction.
+/// through the staging tables instead, in the order of `loads`, where `ON CONFLICT DO NOTHING`
+/// keeps stored rows as they are. Either way the outcome is the same rows, in the caller's one
+/// transaction.
 fn store(tx: &mut Transaction<'_>, loads: &[Load<'_>]) -> Result<(), Error> {
     if loads.iter().all(|load| load.rows.is_empty()) {
         return Ok(());
@@ -264,16 +262,19 @@ impl PgWriter {
                 Error::signed("block height", row.position.block)?,
                 Error::signed("sequence number", row.position.seq)?,
             );
-            oracle.push((position, &row.json[..]));
+            let json = &row.json[..];
+            oracle.push((position, json));
             for spec in &row.matched_specs {
-                matches.push((dictionaries.specs[spec.as_bytes()], position));
+                matches.push((dictionaries.specs[spec.as_bytes()], position, json));
             }
         }
 
         let oracle = Load {
             table: "oracle_data",
             staging: "stage_oracle",
-            key: "vega_time, block, seq",
+            // In key order, so that each index page is touched once per batch.
+            merge: "INSERT INTO oracle_data SELECT * FROM stage_oracle \
+                    ORDER BY vega_time, block, seq ON CONFLICT DO NOTHING",
             types: &[Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
             rows: oracle
                 .iter()
@@ -285,12 +286,20 @@ impl PgWriter {
         let matches = Load {
             table: "oracle_spec_data",
             staging: "stage_spec",
-            key: "spec, vega_time, block, seq",
-            types: &[Type::INT4, Type::INT8, Type::INT8, Type::INT8],
+            // A match's JSON is its datum's as stored, merged just before: a re-run that
+            // brings other bytes for a stored datum adds its new matches with the stored bytes,
+            // so a datum reads the same overall and in every spec (as SQLite's join reads it).
+            // A lookup of the primary key per staged row; only re-runs come this way.
+            merge: "INSERT INTO oracle_spec_data SELECT s.spec, s.vega_time, s.block, s.seq, \
+                    (SELECT d.json FROM oracle_data d WHERE d.vega_time = s.vega_time \
+                     AND d.block = s.block AND d.seq = s.seq) \
+                    FROM stage_spec s ORDER BY s.spec, s.vega_time, s.block, s.seq \
+                    ON CONFLICT DO NOTHING",
+            types: &[Type::INT4, Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
             rows: matches
                 .iter()
-                .map(|(spec, (time, block, seq))| {
-                    vec![spec as &(dyn ToSql + Sync), time, block, seq]
+                .map(|(spec, (time, block, seq), json)| {
+                    vec![spec as &(dyn ToSql + Sync), time, block, seq, json]
                 })
                 .collect(),
         };

@@ -88,7 +88,8 @@ fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
 
 /// The SQL of one scan: `$1` is the limit, then the spec's key when `spec`, then the anchor
 /// position when `anchored`. Every variant is a range scan of a primary key in key order, so
-/// PostgreSQL reads exactly the rows it returns and sorts nothing.
+/// PostgreSQL reads exactly the rows it returns and sorts nothing. Per spec, the matches hold
+/// their data's JSON (schema migration 4), so the scan reads no other table.
 pub(crate) fn scan_sql(spec: bool, descending: bool, anchored: bool, inclusive: bool) -> String {
     let (cmp, dir) = match (descending, inclusive) {
         (true, true) => ("<=", "DESC"),
@@ -96,17 +97,10 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, anchored: bool, inclusive: 
         (false, true) => (">=", "ASC"),
         (false, false) => (">", "ASC"),
     };
-    // Per spec, the spec's index is scanned alone and each datum's JSON fetched by a subquery
-    // per row returned: a join would let the planner hash the whole spec and sort it.
-    let (select, from, table) = if spec {
-        (
-            "s.vega_time, s.block, s.seq, (SELECT d.json FROM oracle_data d \
-             WHERE d.vega_time = s.vega_time AND d.block = s.block AND d.seq = s.seq)",
-            "oracle_spec_data s",
-            "s",
-        )
+    let (from, table) = if spec {
+        ("oracle_spec_data s", "s")
     } else {
-        ("d.vega_time, d.block, d.seq, d.json", "oracle_data d", "d")
+        ("oracle_data d", "d")
     };
     let mut conditions = Vec::new();
     let mut next = 2;
@@ -128,7 +122,7 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, anchored: bool, inclusive: 
         format!("WHERE {}", conditions.join(" AND "))
     };
     format!(
-        "SELECT {select} FROM {from} {filter} \
+        "SELECT {table}.vega_time, {table}.block, {table}.seq, {table}.json FROM {from} {filter} \
          ORDER BY {table}.vega_time {dir}, {table}.block {dir}, {table}.seq {dir} LIMIT $1"
     )
 }

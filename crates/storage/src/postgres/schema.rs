@@ -105,6 +105,21 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // that of 2. Only ever applied to a database without segments: `migrate` refuses one in row
     // format 2 before it gets here.
     "UPDATE schema_info SET value = '3' WHERE key = 'row_format';",
+    // 4: each match holds its datum's JSON, the same bytes as `oracle_data.json`, so a spec's
+    // page is one range scan of `oracle_spec_data_pkey` reading its own heap rows, with no
+    // lookup in `oracle_data` per row. The data are written once and read many times, so the
+    // copies are worth their space. The row format stays 3: the stored bytes are those of
+    // format 3, copied, and a database of schema 3 is upgraded in place. An older program
+    // refuses this one by its schema version (newer than its own), so none writes a match
+    // without its JSON. Every match has its datum (the writer stores both in one transaction);
+    // were one missing, `SET NOT NULL` would fail and the migration roll back whole. The
+    // update leaves a dead version of every old row, which autovacuum reclaims.
+    "
+    ALTER TABLE oracle_spec_data ADD COLUMN json bytea;
+    UPDATE oracle_spec_data s SET json = d.json FROM oracle_data d
+        WHERE d.vega_time = s.vega_time AND d.block = s.block AND d.seq = s.seq;
+    ALTER TABLE oracle_spec_data ALTER COLUMN json SET NOT NULL;
+    ",
 ];
 
 /// What a migration did (`PgStore::migrate`).

@@ -208,6 +208,54 @@ fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
 }
 
 #[test]
+fn a_database_of_schema_3_gets_the_json_of_its_matches() {
+    let Some(db) = TestDatabase::create("a_database_of_schema_3") else {
+        return;
+    };
+    // What the previous version wrote: schema 3 in row format 3, matches without their JSON;
+    // the first datum matches both specs, the last none.
+    let hex = |n: u8| format!("\\x{}", format!("{n:02x}").repeat(32));
+    let mut client = earlier_version(
+        &db,
+        3,
+        3,
+        &format!(
+            "INSERT INTO oracle_specs (hex) VALUES ('{}'), ('{}'); \
+             INSERT INTO oracle_data VALUES (100, 10, 1, 'first'), (200, 11, 1, 'second'), \
+             (300, 12, 1, 'unmatched'); \
+             INSERT INTO oracle_spec_data VALUES (1, 100, 10, 1), (2, 100, 10, 1), \
+             (2, 200, 11, 1)",
+            hex(1),
+            hex(2)
+        ),
+    );
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!((migrated.from, migrated.to), (3, MIGRATIONS.len() as u32));
+    let row = client
+        .query_one(
+            "SELECT (SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info), \
+             (SELECT attnotnull FROM pg_attribute \
+              WHERE attrelid = 'oracle_spec_data'::regclass AND attname = 'json')",
+            &[],
+        )
+        .unwrap();
+    let (info, not_null): (String, bool) = (row.get(0), row.get(1));
+    let latest = MIGRATIONS.len();
+    assert_eq!(
+        (info, not_null),
+        (format!("vega-datanode-lite 3 {latest}"), true)
+    );
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    for (spec_n, expected) in [(1, "first"), (2, "second first")] {
+        assert_eq!(
+            suite::spec_labels(&store, spec_n),
+            expected,
+            "spec {spec_n}"
+        );
+    }
+}
+
+#[test]
 fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
     let Some(db) = TestDatabase::create("examples_name_the_first_party") else {
         return;
