@@ -336,7 +336,12 @@ fn commits_reach_the_database_file_through_background_checkpoints() {
     writer.commit(&suite::ledger_batch(rows)).unwrap();
     // Dropping the writer waits for the checkpoint its commit asked for.
     drop(writer);
-    assert!(file_len() > before + 1_000_000, "{} -> {}", before, file_len());
+    assert!(
+        file_len() > before + 1_000_000,
+        "{} -> {}",
+        before,
+        file_len()
+    );
     drop(other);
 }
 
