@@ -52,7 +52,8 @@ impl Error {
 /// stored bytes are those of format 2, so a SQLite database of format 2 is migrated in place.
 pub const ROW_FORMAT: u32 = 3;
 
-/// The message for a store written in another row format.
+/// The message for a store written in another row format (only the backends read formats).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn row_format_mismatch(found: &str) -> Error {
     Error::Incompatible(format!(
         "the database holds rows in format {found}, this program writes and reads format \
