@@ -269,6 +269,9 @@ impl PgWriter {
             }
         }
 
+        // In key order: each leaf of the primary key is then touched once per batch, and a
+        // spec's matches of one batch share heap pages, which its pages read together.
+        matches.sort_unstable_by_key(|(spec, position, _)| (*spec, *position));
         let oracle = Load {
             table: "oracle_data",
             staging: "stage_oracle",
