@@ -6,45 +6,13 @@ use std::sync::Arc;
 
 use storage::IngestWriter;
 
+use super::formats::Script;
 use super::lines::{blocks, text};
 use super::{TempStore, encode};
-use crate::{Encoding, Frames, IngestError, IngestOptions, Input, Location, RecordError, Step};
+use crate::{IngestError, IngestOptions, Input, Location, RecordError};
 
 /// Enough blocks for many chunks per decoder (seven records a block).
 const BLOCKS: u64 = 600;
-
-/// Records handed over by the caller: decoded on the framing thread, in order by construction.
-struct Given {
-    records: std::vec::IntoIter<Vec<u8>>,
-    current: Vec<u8>,
-    record: u64,
-}
-
-impl Frames for Given {
-    fn advance(&mut self) -> Result<Step, IngestError> {
-        Ok(match self.records.next() {
-            None => Step::End,
-            Some(bytes) => {
-                self.record += 1;
-                self.current = bytes;
-                Step::Record(Encoding::Protobuf)
-            }
-        })
-    }
-
-    fn record(&self) -> &[u8] {
-        &self.current
-    }
-
-    fn location(&self) -> Location {
-        Location {
-            source: "given".into(),
-            record: self.record,
-            offset: 0,
-            line: None,
-        }
-    }
-}
 
 fn with_decoders(decoders: usize) -> IngestOptions<'static> {
     IngestOptions {
@@ -58,14 +26,10 @@ fn any_number_of_decoders_stores_what_one_thread_stores() {
     let lines = blocks(BLOCKS);
     let text = text(&lines);
     let given = TempStore::new();
-    let records: Vec<Vec<u8>> = lines.iter().map(|line| encode(line)).collect();
-    let frames = Given {
-        records: records.into_iter(),
-        current: Vec::new(),
-        record: 0,
-    };
+    // Records the caller frames are decoded on the framing thread, in order by construction.
+    let records = lines.iter().map(|line| Some(encode(line))).collect();
     let stats = crate::ingest(
-        Input::frames(frames),
+        Input::frames(Script::new(records)),
         &mut given.store.writer().unwrap(),
         &IngestOptions::default(),
         &mut |_| {},

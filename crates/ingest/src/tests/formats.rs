@@ -411,12 +411,22 @@ fn unknown_enum_codes_are_stored_as_their_number_in_both_formats() {
     );
 }
 
-/// Frames a test drives: records of a live source whose peer goes away mid-block and comes
-/// back to send the block again.
-struct Script {
+/// Frames a test drives: records of a live source, `None` where its peer goes away (mid-block,
+/// say, to come back and send the block again).
+pub(super) struct Script {
     steps: std::vec::IntoIter<Option<Vec<u8>>>,
     current: Vec<u8>,
     record: u64,
+}
+
+impl Script {
+    pub(super) fn new(steps: Vec<Option<Vec<u8>>>) -> Self {
+        Self {
+            steps: steps.into_iter(),
+            current: Vec::new(),
+            record: 0,
+        }
+    }
 }
 
 impl Frames for Script {
@@ -459,11 +469,7 @@ fn a_block_cut_by_its_peer_waits_for_its_rest_on_the_next_connection() {
         steps.push(None);
         steps.extend(records[resume_from..].iter().cloned());
         let temp = TempStore::new();
-        let script = Script {
-            steps: steps.into_iter(),
-            current: Vec::new(),
-            record: 0,
-        };
+        let script = Script::new(steps);
         let stats = temp
             .ingest_input(Input::frames(script), &IngestOptions::default())
             .unwrap();
