@@ -11,7 +11,7 @@
 //! anyway (readers holding old snapshots, a slow disk), the writer checkpoints itself once the
 //! WAL passes [`WAL_BOUND_PAGES`], so the WAL stays bounded.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
@@ -26,6 +26,47 @@ use crate::Error;
 /// (512 MiB), twice SQLite's automatic checkpoint as this writer set it before.
 pub(super) const WAL_BOUND_PAGES: i64 = 16_384;
 
+/// How the writer's WAL gets checkpointed.
+#[derive(Debug)]
+pub(super) enum Checkpoints {
+    /// Nothing committed yet: the thread starts with the first commit, from the committing
+    /// thread, whose scheduling priority it takes (`serve --ingest` lowers its ingest's).
+    NotStarted(PathBuf),
+    /// By the checkpoint thread.
+    Thread(Checkpointer),
+    /// By SQLite's automatic checkpoints, on the committing connection: the thread could not
+    /// be started.
+    Automatic,
+}
+
+impl Checkpoints {
+    /// For the database at `path`.
+    pub(super) fn new(path: &Path) -> Self {
+        Self::NotStarted(path.to_owned())
+    }
+
+    /// Called after each commit on `writer`.
+    pub(super) fn committed(&mut self, writer: &Connection) {
+        if let Self::NotStarted(path) = self {
+            *self = match Checkpointer::start(path) {
+                Ok(thread) => Self::Thread(thread),
+                Err(err) => {
+                    tracing::warn!(
+                        "cannot start the checkpoint thread ({err}): SQLite checkpoints"
+                    );
+                    if let Err(err) = writer.execute_batch("PRAGMA wal_autocheckpoint = 8192") {
+                        tracing::warn!("cannot turn SQLite's checkpoints back on: {err}");
+                    }
+                    Self::Automatic
+                }
+            };
+        }
+        if let Self::Thread(thread) = self {
+            thread.committed(writer);
+        }
+    }
+}
+
 /// The thread, and what the writer knows of it.
 #[derive(Debug)]
 pub(super) struct Checkpointer {
@@ -37,7 +78,7 @@ pub(super) struct Checkpointer {
 
 impl Checkpointer {
     /// Starts the thread, with a connection of its own to the database at `path`.
-    pub(super) fn start(path: &Path) -> Result<Self, Error> {
+    fn start(path: &Path) -> Result<Self, Error> {
         let conn = connect(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -71,7 +112,7 @@ impl Checkpointer {
     /// enough), and checkpoints on `writer` when the WAL has passed its bound. A failed
     /// checkpoint does not undo the commit: like SQLite's automatic checkpoint, it is logged,
     /// and tried again after the next commit.
-    pub(super) fn committed(&self, writer: &Connection) {
+    fn committed(&self, writer: &Connection) {
         if let Some(nudge) = &self.nudge {
             // Full: a checkpoint is asked for already. Disconnected cannot happen while `self`
             // lives, the thread ends only when `nudge` is dropped.

@@ -7,7 +7,7 @@ use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
 
-use super::checkpoint::Checkpointer;
+use super::checkpoint::Checkpoints;
 use super::{connect, map_err};
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
@@ -18,7 +18,7 @@ pub struct SqliteWriter {
     conn: Connection,
     dictionaries: Dictionaries,
     tails: Tails,
-    checkpointer: Checkpointer,
+    checkpoints: Checkpoints,
 }
 
 /// What the writer knows of each party's last stored segment, so that appending a batch reads
@@ -126,7 +126,7 @@ impl SqliteWriter {
             conn,
             dictionaries: Dictionaries::default(),
             tails: Tails::default(),
-            checkpointer: Checkpointer::start(path)?,
+            checkpoints: Checkpoints::new(path),
         })
     }
 
@@ -151,7 +151,7 @@ impl SqliteWriter {
         tx.commit().map_err(map_err)?;
         // A connection's own commits leave its data version as it was.
         self.tails.version = Some(version);
-        self.checkpointer.committed(&self.conn);
+        self.checkpoints.committed(&self.conn);
         Ok(())
     }
 }
