@@ -52,17 +52,26 @@ fn reopening_keeps_data_and_schema_version() {
     let (_temp, path) = TempStore::with_one_row();
 
     for _ in 0..2 {
-        let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
-        reopened.check().unwrap();
-        let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
-        assert_eq!(labels, ["kept"]);
+        let conn = reopened_with_the_row(&path);
+        assert_eq!(pragma::<String>(&conn, "journal_mode"), "wal");
     }
-    let conn = Connection::open(&path).unwrap();
+}
+
+/// Opens the store at `path` (migrating it), checks that it holds the row of
+/// [`TempStore::with_one_row`] at the latest schema version, and returns a plain connection to
+/// the file.
+#[track_caller]
+fn reopened_with_the_row(path: &std::path::Path) -> Connection {
+    let reopened = SqliteStore::open(path, SqliteConfig::default()).unwrap();
+    reopened.check().unwrap();
+    let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
+    assert_eq!(labels, ["kept"]);
+    let conn = Connection::open(path).unwrap();
     assert_eq!(
         pragma::<i64>(&conn, "user_version"),
         MIGRATIONS.len() as i64
     );
-    assert_eq!(pragma::<String>(&conn, "journal_mode"), "wal");
+    conn
 }
 
 #[test]
@@ -251,14 +260,7 @@ fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
              UPDATE schema_info SET value = '2' WHERE key = 'row_format';",
         )
         .unwrap();
-    let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
-    let (labels, _) = suite::export(&reopened, &suite::filter(1, None, None, None));
-    assert_eq!(labels, ["kept"]);
-    let conn = Connection::open(&path).unwrap();
-    assert_eq!(
-        pragma::<i64>(&conn, "user_version"),
-        MIGRATIONS.len() as i64
-    );
+    let conn = reopened_with_the_row(&path);
     let format: String = conn
         .query_row(
             "SELECT value FROM schema_info WHERE key = 'row_format'",
@@ -272,10 +274,6 @@ fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
 #[test]
 fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
     let (_temp, path) = TempStore::with_one_row();
-    let before = suite::export(
-        &SqliteStore::open(&path, SqliteConfig::default()).unwrap(),
-        &suite::filter(1, None, None, None),
-    );
     // As schema 4 left them: the segments keyed by their primary key, WITHOUT ROWID.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
@@ -291,13 +289,7 @@ fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
     )
     .unwrap();
     drop(conn);
-    let reopened = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
-    assert_eq!(
-        suite::export(&reopened, &suite::filter(1, None, None, None)),
-        before
-    );
-    let conn = Connection::open(&path).unwrap();
-    assert_eq!(pragma::<i64>(&conn, "user_version"), 5);
+    let conn = reopened_with_the_row(&path);
     let table: String = conn
         .query_row(
             "SELECT sql FROM sqlite_schema WHERE name = 'ledger_segments'",
