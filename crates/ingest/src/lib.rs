@@ -11,7 +11,7 @@
 //!
 //! The stages have a module each: framing (`frames`: lines, buffer records, directories),
 //! decoding (`decode`: protobuf JSON, protobuf) into one format-neutral event, encoding of
-//! the values (`prepare`), the reader thread that runs those (`reader`), the assembler of
+//! the values (`prepare`), the reader that runs those (`reader`: a framing thread and decoder threads), the assembler of
 //! blocks and batches (`assembler`) and the writer thread (`writer`), joined in `pipeline`.
 //! Errors ([`IngestError`]) name a record's [`Location`] with a typed [`RecordError`].
 //!

@@ -1,4 +1,4 @@
-//! Encoding an event's values once, on the reader thread: each ledger entry's CSV rows, each
+//! Encoding an event's values once, on the reader's (decoder) threads: each ledger entry's CSV rows, each
 //! oracle datum's JSON. The work that needs no state beyond the event itself.
 
 use ledger_core::{AssetId, CsvRowEncoder, OracleSpecId, PartyId};

@@ -97,15 +97,12 @@ pub(crate) fn spawn(
         source_name: "the reader thread".into(),
         error,
     };
-    let decoders = if input.is_framed_by_caller() {
-        1
-    } else {
-        options.decoders.max(1)
-    };
+    let inline = input.is_framed_by_caller();
+    let decoders = if inline { 1 } else { options.decoders.max(1) };
     let (mut senders, receivers): (Vec<_>, Vec<_>) = (0..decoders)
         .map(|_| mpsc::sync_channel::<Chunk>((QUEUE_CHUNKS / decoders).max(1)))
         .unzip();
-    let route = if input.is_framed_by_caller() {
+    let route = if inline {
         Route::Inline(senders.remove(0))
     } else {
         let mut workers = Vec::with_capacity(decoders);

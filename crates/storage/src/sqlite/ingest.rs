@@ -115,8 +115,8 @@ impl SqliteWriter {
         // A large cache keeps the right edges of every party's b-tree range in memory during
         // long ingests; synchronous=NORMAL is durable in WAL mode except for the last commits
         // before a power loss, which a re-run restores (ingest is idempotent).
-        // Checkpoints every 8192 pages (256 MiB) of WAL instead of 1000: a page rewritten by many
-        // commits is copied back to the database once, not once per commit.
+        // No automatic checkpoints: a thread of their own runs them after each commit
+        // (`checkpoint.rs`), so the commit never waits for their fsyncs.
         conn.execute_batch(
             "PRAGMA cache_size = -65536; PRAGMA synchronous = NORMAL; \
              PRAGMA wal_autocheckpoint = 0;",
