@@ -191,6 +191,12 @@ impl<'a> SegmentRef<'a> {
         low
     }
 
+    /// The line at `key`, if the segment holds one.
+    pub(crate) fn find(&self, key: LineKey) -> Option<Line<'a>> {
+        let at = self.partition(key);
+        (at < self.len() && self.key(at) == key).then(|| self.line(at))
+    }
+
     /// Hands the lines within the vega-time window `[low, high]` (inclusive) and, when `asset`
     /// is given, of that asset, to the sink in as few calls as runs of adjacent lines allow.
     pub(crate) fn emit(
@@ -240,18 +246,20 @@ impl<'a> SegmentRef<'a> {
 
 /// Lays out a party's segments after a batch: the stored segments that the batch's lines touch
 /// (those whose last key is at or after the batch's first key, or else a small last segment to
-/// grow), merged with the batch's lines (sorted, ascending), then cut at [`SEGMENT_BYTES`]. A
-/// batch line whose key is stored already is dropped: rows are immutable.
+/// grow), merged with the batch's lines (sorted, ascending), then cut after `seal` bytes of
+/// lines ([`SEGMENT_BYTES`] for the ledger). A batch line whose key is stored already is
+/// dropped: rows are immutable.
 ///
 /// The caller replaces `stored` with the result in one transaction.
 pub(crate) fn rebuild<'a>(
     stored: &[Segment],
     batch: impl IntoIterator<Item = Line<'a>>,
+    seal: usize,
 ) -> Result<Vec<Segment>, Error> {
     let mut out = Vec::new();
     let mut current = Segment::default();
     let mut put = |line: Line<'_>| -> Result<(), Error> {
-        if current.csv.len() >= SEGMENT_BYTES {
+        if current.csv.len() >= seal {
             out.push(std::mem::take(&mut current));
         }
         current.push(line.key, line.asset, line.csv)
@@ -438,7 +446,7 @@ mod tests {
         let mut changed = line(3, 0);
         changed.2 = b"3,changed\n".to_vec();
         let batch = segment(&[line(2, 0), changed, line(6, 0)]);
-        let out = rebuild(&[stored], batch.view().iter()).unwrap();
+        let out = rebuild(&[stored], batch.view().iter(), SEGMENT_BYTES).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(
             String::from_utf8(out[0].csv.clone()).unwrap(),
@@ -446,7 +454,11 @@ mod tests {
         );
         assert_eq!(out[0].first_key(), Some((1, 1, 0, 0)));
         assert_eq!(out[0].last_key(), Some((6, 1, 0, 0)));
-        assert!(rebuild(&[], std::iter::empty()).unwrap().is_empty());
+        assert!(
+            rebuild(&[], std::iter::empty(), SEGMENT_BYTES)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -457,7 +469,7 @@ mod tests {
         for t in 0..count as i64 {
             batch.push((t, 0, 0, 0), 0, &big).unwrap();
         }
-        let out = rebuild(&[], batch.view().iter()).unwrap();
+        let out = rebuild(&[], batch.view().iter(), SEGMENT_BYTES).unwrap();
         assert!(out.len() >= 3, "{} segments", out.len());
         assert!(out.iter().all(|s| s.csv.len() < SEGMENT_BYTES + 1000));
         assert_eq!(out.iter().map(Segment::lines).sum::<usize>(), count);

@@ -26,11 +26,12 @@ pub(crate) use export::{
 };
 pub(crate) use oracle::{
     oracle_cursor_between_or_beyond_rows, oracle_data_version_changes_with_every_commit,
-    oracle_latest_value_of_a_spec, oracle_pages_walk_every_dataset_in_both_directions,
-    oracle_unknown_spec_has_an_empty_page,
+    oracle_latest_value_of_a_spec, oracle_pages_walk_data_of_many_kilobytes,
+    oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
 };
 pub(crate) use writer::{
-    block_state_round_trips, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
+    a_datum_twice_in_one_batch_reads_as_the_first, block_state_round_trips,
+    committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
     failed_commit_leaves_nothing_and_the_writer_usable,
 };
 
@@ -47,11 +48,13 @@ macro_rules! backend_tests {
             export_reads_one_snapshot_while_a_batch_commits,
             export_spans_many_segments_committed_in_any_order,
             oracle_pages_walk_every_dataset_in_both_directions,
+            oracle_pages_walk_data_of_many_kilobytes,
             oracle_unknown_spec_has_an_empty_page,
             oracle_latest_value_of_a_spec,
             oracle_cursor_between_or_beyond_rows,
             oracle_data_version_changes_with_every_commit,
             committing_a_batch_twice_adds_nothing,
+            a_datum_twice_in_one_batch_reads_as_the_first,
             block_state_round_trips,
             failed_commit_leaves_nothing_and_the_writer_usable,
             empty_store_is_healthy,

@@ -1,41 +1,22 @@
 //! The single writer: whole batches of blocks, each one transaction.
 //!
-//! Ledger lines are merged into their parties' segments (`segments.rs`): the few stored
-//! segments a batch touches are read, rebuilt with its lines, deleted and copied in again
-//! (binary `COPY`), all in the batch's transaction.
-//!
-//! Oracle rows are copied (binary `COPY`) straight into their tables when they are new, the
-//! usual case; a batch that holds rows stored already (a re-run over blocks stored before) goes
-//! through temporary staging tables instead, moved into the real ones with one `INSERT … SELECT
-//! … ON CONFLICT DO NOTHING` per table, which leaves stored rows as they are. Either way a row
-//! costs no statement of its own (see `store`). Each match (`oracle_spec_data`) carries its
-//! datum's JSON too, borrowed from the batch like the datum's own: the bytes are copied once
-//! per row, into the `COPY` buffer.
+//! Ledger lines and oracle data are merged into their owners' segments (`segments.rs`): the
+//! few stored segments a batch touches are read, rebuilt with its lines, deleted and copied in
+//! again (binary `COPY`), all in the batch's transaction. A datum is a line of the segments of
+//! all data and one of each spec it matched, the same bytes in each: a re-run that brings other
+//! bytes for a stored datum (with a new match, say) writes the stored bytes.
 
 use std::collections::{HashMap, HashSet};
 
-use postgres::binary_copy::BinaryCopyInWriter;
-use postgres::error::SqlState;
-use postgres::types::{ToSql, Type};
 use postgres::{Client, Transaction};
 
-use super::{map_err, segments};
-use crate::segment::Line;
-use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter};
+use super::map_err;
+use super::segments::{self, ALL_DATA, Kept, LEDGER, ORACLE};
+use crate::segment::{Line, LineKey};
+use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, OracleRow};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
-
-/// Staging tables, private to the writer's session and emptied by every commit. Each has the
-/// columns of its table, so that the rows copied into either are the same; `stage_spec.json` is
-/// not read (see the merge of `oracle_spec_data`).
-const STAGING: &str = "
-    CREATE TEMP TABLE stage_oracle (vega_time bigint, block bigint, seq bigint, json bytea)
-        ON COMMIT DELETE ROWS;
-    CREATE TEMP TABLE stage_spec (spec integer, vega_time bigint, block bigint, seq bigint,
-                                  json bytea)
-        ON COMMIT DELETE ROWS;
-";
 
 /// Writes ingested rows into a PostgreSQL store. Holds the database's ingest lock, a session
 /// advisory lock, until dropped: closing the connection releases it, whatever way the writer
@@ -43,7 +24,8 @@ const STAGING: &str = "
 pub struct PgWriter {
     client: Client,
     dictionaries: Dictionaries,
-    segments: segments::Statements,
+    ledger: segments::Statements,
+    oracle: segments::Statements,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -96,76 +78,67 @@ fn resolve<'h>(
     Ok(())
 }
 
-/// The rows of a batch bound for one table.
-struct Load<'r> {
-    table: &'static str,
-    /// The staging table of the same columns.
-    staging: &'static str,
-    /// The statement that moves the staged rows not stored yet into the table.
-    merge: &'static str,
-    types: &'static [Type],
-    rows: Vec<Vec<&'r (dyn ToSql + Sync)>>,
+/// The key of a datum's lines: its position, with entry index 0.
+fn datum_key(row: &OracleRow) -> Result<LineKey, Error> {
+    Ok((
+        row.position.vega_time,
+        Error::signed("block height", row.position.block)?,
+        Error::signed("sequence number", row.position.seq)?,
+        0,
+    ))
 }
 
-/// Copies `rows` into `table` with binary `COPY`.
-pub(super) fn copy_in(
+/// Stores a batch's oracle data: each datum under [`ALL_DATA`], then its matches under their
+/// specs with the datum's bytes as they read under [`ALL_DATA`]: the stored ones when it was
+/// stored already, else the first of the batch's copies at its position.
+fn store_oracle(
     tx: &mut Transaction<'_>,
-    table: &str,
-    types: &[Type],
-    rows: &[Vec<&(dyn ToSql + Sync)>],
-) -> Result<(), postgres::Error> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let sink = tx.copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))?;
-    let mut writer = BinaryCopyInWriter::new(sink, types);
-    for row in rows {
-        writer.write(row)?;
-    }
-    writer.finish()?;
-    Ok(())
-}
-
-impl Load<'_> {
-    /// Copies the rows into `table` with binary `COPY`.
-    fn copy(&self, tx: &mut Transaction<'_>, table: &str) -> Result<(), postgres::Error> {
-        copy_in(tx, table, self.types, &self.rows)
-    }
-
-    /// Copies the rows into the staging table and moves those not stored yet into the table.
-    fn merge(&self, tx: &mut Transaction<'_>) -> Result<(), Error> {
-        if self.rows.is_empty() {
-            return Ok(());
-        }
-        self.copy(tx, self.staging).map_err(map_err)?;
-        tx.execute(self.merge, &[]).map_err(map_err)?;
-        Ok(())
-    }
-}
-
-/// Stores the rows of `loads`. New rows, the usual case, are copied straight into their
-/// tables: a heap and an index insert each, no staging, no sort, no conflict check. A batch
-/// with a row stored already (a re-run over stored blocks, or a row twice in one batch) fails
-/// that copy with a unique violation; it is rolled back to a savepoint and the batch goes
-/// through the staging tables instead, in the order of `loads`, where `ON CONFLICT DO NOTHING`
-/// keeps stored rows as they are. Either way the outcome is the same rows, in the caller's one
-/// transaction.
-fn store(tx: &mut Transaction<'_>, loads: &[Load<'_>]) -> Result<(), Error> {
-    if loads.iter().all(|load| load.rows.is_empty()) {
-        return Ok(());
-    }
-    let mut direct = tx.savepoint("direct").map_err(map_err)?;
-    match loads
+    statements: &segments::Statements,
+    specs: &HashMap<[u8; 32], i32>,
+    rows: &[OracleRow],
+) -> Result<(), Error> {
+    let keys = rows.iter().map(datum_key).collect::<Result<Vec<_>, _>>()?;
+    let data = rows
         .iter()
-        .try_for_each(|load| load.copy(&mut direct, load.table))
-    {
-        Ok(()) => direct.commit().map_err(map_err),
-        Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-            direct.rollback().map_err(map_err)?;
-            loads.iter().try_for_each(|load| load.merge(tx))
+        .zip(&keys)
+        .map(|(row, &key)| {
+            (
+                ALL_DATA,
+                Line {
+                    key,
+                    asset: 0,
+                    csv: &row.json,
+                },
+            )
+        })
+        .collect();
+    let kept: Kept = segments::store(tx, statements, data)?;
+    // A stream's data come in position order; two at one position in a batch (a stream that
+    // repeats itself) read as the first, the one stored.
+    let mut first: HashMap<LineKey, &[u8]> = HashMap::new();
+    if !keys.is_sorted_by(|a, b| a < b) {
+        for (row, key) in rows.iter().zip(&keys) {
+            first.entry(*key).or_insert(&row.json);
         }
-        Err(err) => Err(map_err(err)),
     }
+    let mut matches = Vec::new();
+    for (row, key) in rows.iter().zip(&keys) {
+        let csv = match (kept.get(&(ALL_DATA, *key)), first.get(key)) {
+            (Some(stored), _) => &stored[..],
+            (None, Some(first)) => first,
+            (None, None) => &row.json[..],
+        };
+        for spec in &row.matched_specs {
+            let line = Line {
+                key: *key,
+                asset: 0,
+                csv,
+            };
+            matches.push((specs[spec.as_bytes()], line));
+        }
+    }
+    segments::store(tx, statements, matches)?;
+    Ok(())
 }
 
 /// The blocks of a batch merged by height as a store merges them: first vega time, highest
@@ -204,9 +177,9 @@ impl PgWriter {
                     .to_owned(),
             ));
         }
-        client.batch_execute(STAGING).map_err(map_err)?;
         Ok(Self {
-            segments: segments::Statements::prepare(&mut client)?,
+            ledger: segments::Statements::prepare(&mut client, &LEDGER)?,
+            oracle: segments::Statements::prepare(&mut client, &ORACLE)?,
             client,
             dictionaries: Dictionaries::default(),
         })
@@ -254,60 +227,13 @@ impl PgWriter {
             };
             ledger.push((dictionaries.parties[row.party.as_bytes()], line));
         }
-        let mut oracle = Vec::with_capacity(batch.oracle_rows.len());
-        let mut matches = Vec::new();
-        for row in &batch.oracle_rows {
-            let position = (
-                row.position.vega_time,
-                Error::signed("block height", row.position.block)?,
-                Error::signed("sequence number", row.position.seq)?,
-            );
-            let json = &row.json[..];
-            oracle.push((position, json));
-            for spec in &row.matched_specs {
-                matches.push((dictionaries.specs[spec.as_bytes()], position, json));
-            }
-        }
-
-        // In key order: each leaf of the primary key is then touched once per batch, and a
-        // spec's matches of one batch share heap pages, which its pages read together.
-        matches.sort_unstable_by_key(|(spec, position, _)| (*spec, *position));
-        let oracle = Load {
-            table: "oracle_data",
-            staging: "stage_oracle",
-            // In key order, so that each index page is touched once per batch.
-            merge: "INSERT INTO oracle_data SELECT * FROM stage_oracle \
-                    ORDER BY vega_time, block, seq ON CONFLICT DO NOTHING",
-            types: &[Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
-            rows: oracle
-                .iter()
-                .map(|((time, block, seq), json)| {
-                    vec![time as &(dyn ToSql + Sync), block, seq, json]
-                })
-                .collect(),
-        };
-        let matches = Load {
-            table: "oracle_spec_data",
-            staging: "stage_spec",
-            // A match's JSON is its datum's as stored, merged just before: a re-run that
-            // brings other bytes for a stored datum adds its new matches with the stored bytes,
-            // so a datum reads the same overall and in every spec (as SQLite's join reads it).
-            // A lookup of the primary key per staged row; only re-runs come this way.
-            merge: "INSERT INTO oracle_spec_data SELECT s.spec, s.vega_time, s.block, s.seq, \
-                    (SELECT d.json FROM oracle_data d WHERE d.vega_time = s.vega_time \
-                     AND d.block = s.block AND d.seq = s.seq) \
-                    FROM stage_spec s ORDER BY s.spec, s.vega_time, s.block, s.seq \
-                    ON CONFLICT DO NOTHING",
-            types: &[Type::INT4, Type::INT8, Type::INT8, Type::INT8, Type::BYTEA],
-            rows: matches
-                .iter()
-                .map(|(spec, (time, block, seq), json)| {
-                    vec![spec as &(dyn ToSql + Sync), time, block, seq, json]
-                })
-                .collect(),
-        };
-        segments::store(&mut tx, &self.segments, ledger)?;
-        store(&mut tx, &[oracle, matches])?;
+        segments::store(&mut tx, &self.ledger, ledger)?;
+        store_oracle(
+            &mut tx,
+            &self.oracle,
+            &dictionaries.specs,
+            &batch.oracle_rows,
+        )?;
         if !blocks.is_empty() {
             let heights: Vec<i64> = blocks.iter().map(|block| block.0).collect();
             let times: Vec<Option<i64>> = blocks.iter().map(|block| block.1).collect();

@@ -160,7 +160,7 @@ impl PgStore {
         examples.spec = tx
             .query_opt(
                 "SELECT encode(s.hex, 'hex') FROM oracle_specs s \
-                 WHERE EXISTS (SELECT 1 FROM oracle_spec_data d WHERE d.spec = s.id) \
+                 WHERE EXISTS (SELECT 1 FROM oracle_segments d WHERE d.spec = s.id) \
                  ORDER BY s.id LIMIT 1",
                 &[],
             )

@@ -1,13 +1,21 @@
-//! Oracle data pages: keyset range scans on the position, overall or per spec, every page one
-//! read-only snapshot.
+//! Oracle data pages: keyset range scans of the spec's segments (spec 0 for all data, see
+//! `segments.rs`), every page one read-only snapshot.
 
 use ledger_core::OracleSpecId;
 use oracle_core::{PageRequest, Position, Scan};
 use postgres::GenericClient;
 use postgres::types::ToSql;
 
+use super::packed::unpack_into;
+use super::segments::ALL_DATA;
 use super::{PgConn, PgStore, Statements, map_err};
+use crate::segment::{LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
+
+/// Segments a scan's first statement reads (beside the one straddling its anchor): a page of a
+/// hundred data fits in two or three (`segments::ORACLE`), so one statement almost always
+/// does. A scan that needs more reads four times as many with each further statement.
+const FIRST_SEGMENTS: i64 = 3;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
@@ -32,36 +40,45 @@ impl OracleStore for PgStore {
 }
 
 /// A page. Most pages are one statement in autocommit, one round trip: a single statement
-/// reads one snapshot by itself, and the boundary scan is needed only when the anchor's own
-/// row is not found (see `PageRequest::boundary_scan`). Then both scans run again inside one
+/// reads one snapshot by itself. When the main scan needs a second statement (its data span
+/// more segments than the first one read), or the boundary scan is needed (the anchor's own
+/// datum not found, see `PageRequest::boundary_scan`), the scans run again inside one
 /// `REPEATABLE READ READ ONLY` transaction, so a page is always one snapshot.
 fn page(
     conn: &mut PgConn,
     spec: Option<&OracleSpecId>,
     request: &PageRequest,
 ) -> Result<OraclePage, Error> {
-    let spec = match spec {
-        None => None,
+    let owner = match spec {
+        None => ALL_DATA,
         // A spec that never matched anything has an empty listing.
         Some(spec) => match spec_key(conn, spec)? {
-            Some(key) => Some(key),
+            Some(key) => key,
             None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
         },
     };
     let main = request.main_scan();
     let (client, mut statements) = conn.autocommit();
-    let rows = scan(client, &mut statements, spec, &main)?;
-    if request.boundary_scan(&positions(&rows)).is_none() {
+    if let Some(rows) = scan(client, &mut statements, owner, &main, true)?
+        && request.boundary_scan(&positions(&rows)).is_none()
+    {
         return Ok(OraclePage::assemble(request, rows, false));
     }
     let (mut tx, mut statements) = conn.snapshot()?;
-    let rows = scan(&mut tx, &mut statements, spec, &main)?;
+    let rows = scanned(scan(&mut tx, &mut statements, owner, &main, false)?)?;
     let boundary_exists = match request.boundary_scan(&positions(&rows)) {
-        Some(boundary) => !scan(&mut tx, &mut statements, spec, &boundary)?.is_empty(),
+        Some(boundary) => {
+            !scanned(scan(&mut tx, &mut statements, owner, &boundary, false)?)?.is_empty()
+        }
         None => false,
     };
     tx.commit().map_err(map_err)?;
     Ok(OraclePage::assemble(request, rows, boundary_exists))
+}
+
+/// The rows of a scan allowed as many statements as it needs.
+fn scanned(rows: Option<Vec<(Position, Vec<u8>)>>) -> Result<Vec<(Position, Vec<u8>)>, Error> {
+    rows.ok_or_else(|| Error::Internal("a scan of several statements stopped after one".into()))
 }
 
 /// The dictionary key of a spec, from the connection's cache or the database.
@@ -86,85 +103,144 @@ fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
     rows.iter().map(|(position, _)| *position).collect()
 }
 
-/// The SQL of one scan: `$1` is the limit, then the spec's key when `spec`, then the anchor
-/// position when `anchored`. Every variant is a range scan of a primary key in key order, so
-/// PostgreSQL reads exactly the rows it returns and sorts nothing. Per spec, the matches hold
-/// their data's JSON (schema migration 4), so the scan reads no other table.
-pub(crate) fn scan_sql(spec: bool, descending: bool, anchored: bool, inclusive: bool) -> String {
-    let (cmp, dir) = match (descending, inclusive) {
-        (true, true) => ("<=", "DESC"),
-        (true, false) => ("<", "DESC"),
-        (false, true) => (">=", "ASC"),
-        (false, false) => (">", "ASC"),
-    };
-    let (from, table) = if spec {
-        ("oracle_spec_data s", "s")
-    } else {
-        ("oracle_data d", "d")
-    };
-    let mut conditions = Vec::new();
-    let mut next = 2;
-    if spec {
-        conditions.push("s.spec = $2".to_owned());
-        next = 3;
-    }
-    if anchored {
-        conditions.push(format!(
-            "({table}.vega_time, {table}.block, {table}.seq) {cmp} (${}, ${}, ${})",
-            next,
-            next + 1,
-            next + 2
-        ));
-    }
-    let filter = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", conditions.join(" AND "))
-    };
-    format!(
-        "SELECT {table}.vega_time, {table}.block, {table}.seq, {table}.json FROM {from} {filter} \
-         ORDER BY {table}.vega_time {dir}, {table}.block {dir}, {table}.seq {dir} LIMIT $1"
-    )
+/// Which segments a statement reads, in scan order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentScan {
+    /// In descending key order.
+    pub descending: bool,
+    /// Only segments whose last key is beyond `$3..$5` (the anchor's position, entry index 0)
+    /// in scan direction, or at it when `inclusive`.
+    pub anchored: bool,
+    /// See `anchored`.
+    pub inclusive: bool,
+    /// With, first, the one segment beyond the anchor against scan direction that may hold
+    /// data before it: a descending scan's data before the anchor may begin in the segment
+    /// that ends after it.
+    pub straddling: bool,
 }
 
-/// One scan of a page, on the connection or inside its transaction.
+impl SegmentScan {
+    /// The SQL: `$1` the spec's key, `$2` how many segments, then the anchor when
+    /// `anchored`. Each part is a range scan of the primary key in key order (`query_plans.rs`
+    /// pins them), reading exactly the segments it returns. The first column says whether a
+    /// row is the straddling segment.
+    pub(crate) fn sql(self) -> String {
+        let key = "(s.last_time, s.last_block, s.last_seq, s.last_idx)";
+        let part = |straddling: bool, descending: bool, cmp: &str, limit: &str| {
+            let dir = if descending { "DESC" } else { "ASC" };
+            let range = if cmp.is_empty() {
+                String::new()
+            } else {
+                format!(" AND {key} {cmp} ($3, $4, $5, 0)")
+            };
+            format!(
+                "SELECT {straddling}, s.json, s.keys FROM oracle_segments s                  WHERE s.spec = $1{range} ORDER BY s.last_time {dir}, s.last_block {dir},                  s.last_seq {dir}, s.last_idx {dir} LIMIT {limit}"
+            )
+        };
+        let cmp = match (self.anchored, self.descending, self.inclusive) {
+            (false, _, _) => "",
+            (true, true, true) => "<=",
+            (true, true, false) => "<",
+            (true, false, true) => ">=",
+            (true, false, false) => ">",
+        };
+        let main = part(false, self.descending, cmp, "$2");
+        if !self.straddling {
+            return main;
+        }
+        // The first segment on the other side of the anchor, in ascending order.
+        let other = if self.inclusive { ">" } else { ">=" };
+        format!("({}) UNION ALL ({main})", part(true, false, other, "1"))
+    }
+}
+
+/// One scan of a page, on the connection or inside its transaction: the data beyond the
+/// anchor in scan direction, up to the limit, read from as many segments as they span. With
+/// `once`, a scan that would need a second statement returns `None` instead.
 fn scan(
     client: &mut impl GenericClient,
     statements: &mut Statements<'_>,
-    spec: Option<i32>,
+    owner: i32,
     scan: &Scan,
-) -> Result<Vec<(Position, Vec<u8>)>, Error> {
-    let sql = scan_sql(
-        spec.is_some(),
-        scan.descending,
-        scan.after.is_some(),
-        scan.inclusive,
-    );
-    let statement = statements.get(client, &sql)?;
-    let limit = i64::try_from(scan.limit).unwrap_or(i64::MAX);
+    once: bool,
+) -> Result<Option<Vec<(Position, Vec<u8>)>>, Error> {
+    let mut rows = Vec::new();
+    if scan.limit == 0 {
+        return Ok(Some(rows));
+    }
     // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor
     // sorts after all of them, and saturating keeps that true.
     let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let anchor = scan
+    let anchor: Option<LineKey> = scan
         .after
-        .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq)));
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
-    if let Some(spec) = &spec {
-        params.push(spec);
-    }
-    if let Some((time, block, seq)) = &anchor {
-        params.extend([time as &(dyn ToSql + Sync), block, seq]);
-    }
-    let rows = client.query(&statement, &params).map_err(map_err)?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let position = Position {
-                vega_time: row.get(0),
-                block: row.get::<_, i64>(1) as u64,
-                seq: row.get::<_, i64>(2) as u64,
+        .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq), 0));
+    // Whether a datum at `key` is beyond the anchor in scan direction.
+    let beyond = |key: LineKey| match anchor {
+        None => true,
+        Some(anchor) if key == anchor => scan.inclusive,
+        Some(anchor) => (key > anchor) != scan.descending,
+    };
+    let mut next = SegmentScan {
+        descending: scan.descending,
+        anchored: anchor.is_some(),
+        inclusive: scan.inclusive,
+        straddling: scan.descending && anchor.is_some(),
+    };
+    let mut from = anchor;
+    let mut count = FIRST_SEGMENTS;
+    let (mut json, mut keys) = (Vec::new(), Vec::new());
+    loop {
+        let statement = statements.get(client, &next.sql())?;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&owner, &count];
+        if let Some((time, block, seq, _)) = &from {
+            params.extend([time as &(dyn ToSql + Sync), block, seq]);
+        }
+        let found = client.query(&statement, &params).map_err(map_err)?;
+        // The straddling segment first: it holds the data nearest the anchor.
+        let (straddling, rest): (Vec<_>, Vec<_>) =
+            found.iter().partition(|row| row.get::<_, bool>(0));
+        let mut read = 0;
+        for row in straddling.into_iter().chain(rest) {
+            json.clear();
+            keys.clear();
+            unpack_into(row.get(1), &mut json)?;
+            unpack_into(row.get(2), &mut keys)?;
+            let segment = SegmentRef::new(&json, &keys)?;
+            if !row.get::<_, bool>(0) {
+                read += 1;
+                // The next statement starts after the last segment read.
+                from = segment.iter().last().map(|line| line.key);
+            }
+            let mut take = |i: usize| {
+                let line = segment.line(i);
+                if rows.len() < scan.limit && beyond(line.key) {
+                    let (vega_time, block, seq, _) = line.key;
+                    let position = Position {
+                        vega_time,
+                        block: block as u64,
+                        seq: seq as u64,
+                    };
+                    rows.push((position, line.csv.to_vec()));
+                }
             };
-            (position, row.get(3))
-        })
-        .collect())
+            if scan.descending {
+                (0..segment.len()).rev().for_each(&mut take);
+            } else {
+                (0..segment.len()).for_each(&mut take);
+            }
+        }
+        if rows.len() >= scan.limit || read < count {
+            return Ok(Some(rows));
+        }
+        if once {
+            return Ok(None);
+        }
+        next = SegmentScan {
+            anchored: true,
+            inclusive: false,
+            straddling: false,
+            ..next
+        };
+        count = count.saturating_mul(4);
+    }
 }

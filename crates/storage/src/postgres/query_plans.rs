@@ -4,8 +4,8 @@
 
 use super::PgStore;
 use super::export::{EXPORT_PLANNER, Scan};
-use super::oracle::scan_sql;
-use super::segments::{DELETE_SQL, TOUCHED_SQL};
+use super::oracle::SegmentScan;
+use super::segments::{LEDGER, ORACLE, Table};
 use super::testing::TestDatabase;
 use crate::{IngestBatch, IngestWriter, suite};
 
@@ -74,6 +74,9 @@ fn scans_are_primary_key_range_scans() {
             "INSERT INTO ledger_segments \
              SELECT p, n, n, 0, 0, n, 1, '\\x0a', '' \
              FROM generate_series(1000, 1100) p, generate_series(1, 200) n; \
+             INSERT INTO oracle_segments \
+             SELECT p, n, n, 0, 0, n, 1, '\\x0a', '' \
+             FROM generate_series(1000, 1100) p, generate_series(1, 200) n; \
              ANALYZE",
         )
         .unwrap();
@@ -103,87 +106,118 @@ fn scans_are_primary_key_range_scans() {
          Index Cond: ((party = 1000) AND (last_time >= 5))\n  \
          Filter: (first_time <= 100)"
     );
-    // An ingest's reads and deletes: a range scan or a seek per party, never a pass over the
+    // An ingest's reads and deletes: a range scan or a seek per owner, never a pass over the
     // table.
-    let touched = plan(
-        &mut client,
-        TOUCHED_SQL,
-        "int[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea",
-    );
-    assert_eq!(
-        touched,
-        "Nested Loop\n  \
-         ->  Function Scan on b\n  \
-         ->  Append\n        \
-         ->  Subquery Scan on \"*SELECT* 1\"\n              \
-         ->  Index Scan using ledger_segments_pkey on ledger_segments s_1\n                    \
-         Index Cond: ((party = b.party) AND (ROW(last_time, last_block, last_seq, last_idx) \
-         >= ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
-         Filter: (first_time <= b.high)\n        \
-         ->  Subquery Scan on \"*SELECT* 2\"\n              \
-         ->  Subquery Scan on tail\n                    \
-         Filter: ((SUBSTRING(tail.csv FROM 1 FOR 4) < $7) AND (ROW(tail.last_time, tail.last_block, \
-         tail.last_seq, tail.last_idx) < ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
-         ->  Limit\n                          \
-         ->  Index Scan Backward using ledger_segments_pkey on ledger_segments s_2\n                                \
-         Index Cond: (party = b.party)"
-    );
-    let delete = plan(
-        &mut client,
-        DELETE_SQL,
-        "int[], bigint[], bigint[], bigint[], bigint[]",
-    );
-    assert_eq!(
-        delete,
-        "Delete on ledger_segments s\n  \
-         ->  Nested Loop\n        \
-         ->  Function Scan on d\n        \
-         ->  Index Scan using ledger_segments_pkey on ledger_segments s\n              \
-         Index Cond: ((party = d.party) AND (last_time = d.\"time\") AND (last_block = d.block) \
-         AND (last_seq = d.seq) AND (last_idx = d.idx))"
-    );
-    for descending in [false, true] {
-        let direction = if descending { " Backward" } else { "" };
-        for inclusive in [false, true] {
-            let cmp = match (descending, inclusive) {
-                (true, true) => "<=",
-                (true, false) => "<",
-                (false, true) => ">=",
-                (false, false) => ">",
-            };
-            let all = plan(
-                &mut client,
-                &scan_sql(false, descending, true, inclusive),
-                "bigint, bigint, bigint, bigint",
-            );
-            assert_eq!(
-                all,
-                format!(
-                    "Limit\n  ->  Index Scan{direction} using oracle_data_pkey on oracle_data d\n        \
-                     Index Cond: (ROW(vega_time, block, seq) {cmp} ROW($2, $3, $4))"
-                )
-            );
-            let spec = plan(
-                &mut client,
-                &scan_sql(true, descending, true, inclusive),
-                "bigint, int, bigint, bigint, bigint",
-            );
-            assert_eq!(
-                spec,
-                format!(
-                    "Limit\n  ->  Index Scan{direction} using oracle_spec_data_pkey on oracle_spec_data s\n        \
-                     Index Cond: ((spec = $2) AND (ROW(vega_time, block, seq) {cmp} ROW($3, $4, $5)))"
-                )
-            );
-        }
-    }
-    for spec in [false, true] {
-        let unbounded = plan(
+    for Table {
+        name, owner, lines, ..
+    } in [&LEDGER, &ORACLE]
+    {
+        let table = if *name == "ledger_segments" {
+            &LEDGER
+        } else {
+            &ORACLE
+        };
+        let touched = plan(
             &mut client,
-            &scan_sql(spec, true, false, false),
-            if spec { "bigint, int" } else { "bigint" },
+            &table.touched_sql(),
+            "int[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea",
         );
-        assert!(!unbounded.contains("Seq Scan"), "{unbounded}");
-        assert!(!unbounded.contains("Sort"), "{unbounded}");
+        assert_eq!(
+            touched,
+            format!(
+                "Nested Loop\n  \
+                 ->  Function Scan on b\n  \
+                 ->  Append\n        \
+                 ->  Subquery Scan on \"*SELECT* 1\"\n              \
+                 ->  Index Scan using {name}_pkey on {name} s_1\n                    \
+                 Index Cond: (({owner} = b.owner) AND (ROW(last_time, last_block, last_seq, last_idx) \
+                 >= ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
+                 Filter: (first_time <= b.high)\n        \
+                 ->  Subquery Scan on \"*SELECT* 2\"\n              \
+                 ->  Subquery Scan on tail\n                    \
+                 Filter: ((SUBSTRING(tail.{lines} FROM 1 FOR 4) < $7) AND (ROW(tail.last_time, tail.last_block, \
+                 tail.last_seq, tail.last_idx) < ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
+                 ->  Limit\n                          \
+                 ->  Index Scan Backward using {name}_pkey on {name} s_2\n                                \
+                 Index Cond: ({owner} = b.owner)"
+            )
+        );
+        let delete = plan(
+            &mut client,
+            &table.delete_sql(),
+            "int[], bigint[], bigint[], bigint[], bigint[]",
+        );
+        assert_eq!(
+            delete,
+            format!(
+                "Delete on {name} s\n  \
+                 ->  Nested Loop\n        \
+                 ->  Function Scan on d\n        \
+                 ->  Index Scan using {name}_pkey on {name} s\n              \
+                 Index Cond: (({owner} = d.owner) AND (last_time = d.\"time\") AND (last_block = d.block) \
+                 AND (last_seq = d.seq) AND (last_idx = d.idx))"
+            )
+        );
+    }
+    // A page's statements: ordered range scans of one spec's segments.
+    for descending in [false, true] {
+        for anchored in [false, true] {
+            for inclusive in [false, true] {
+                for straddling in [false, anchored] {
+                    let scan = SegmentScan {
+                        descending,
+                        anchored,
+                        inclusive,
+                        straddling,
+                    };
+                    let types = if anchored {
+                        "int, bigint, bigint, bigint, bigint"
+                    } else {
+                        "int, bigint"
+                    };
+                    let cmp = match (descending, inclusive) {
+                        (true, true) => "<=",
+                        (true, false) => "<",
+                        (false, true) => ">=",
+                        (false, false) => ">",
+                    };
+                    let range = |cmp: &str| {
+                        format!(
+                            "((spec = $1) AND (ROW(last_time, last_block, last_seq, last_idx) \
+                             {cmp} ROW($3, $4, $5, 0)))"
+                        )
+                    };
+                    let dir = if descending { " Backward" } else { "" };
+                    let expected = if straddling {
+                        let other = if inclusive { ">" } else { ">=" };
+                        format!(
+                            "Append\n  \
+                             ->  Subquery Scan on \"*SELECT* 1_1\"\n        \
+                             ->  Limit\n              \
+                             ->  Index Scan using oracle_segments_pkey on oracle_segments s\n                    \
+                             Index Cond: {}\n  \
+                             ->  Subquery Scan on \"*SELECT* 2\"\n        \
+                             ->  Limit\n              \
+                             ->  Index Scan{dir} using oracle_segments_pkey on oracle_segments s_1\n                    \
+                             Index Cond: {}",
+                            range(other),
+                            range(cmp)
+                        )
+                    } else {
+                        let cond = if anchored {
+                            range(cmp)
+                        } else {
+                            "(spec = $1)".to_owned()
+                        };
+                        format!(
+                            "Limit\n  \
+                             ->  Index Scan{dir} using oracle_segments_pkey on oracle_segments s\n        \
+                             Index Cond: {cond}"
+                        )
+                    };
+                    assert_eq!(plan(&mut client, &scan.sql(), types), expected, "{scan:?}");
+                }
+            }
+        }
     }
 }

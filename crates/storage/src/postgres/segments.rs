@@ -1,73 +1,279 @@
-//! The ledger half of a commit: a batch's lines laid into each party's segments (`segment.rs`).
+//! Segments in PostgreSQL: a batch's lines laid into their owners' segments (`segment.rs`).
+//! Two tables hold segments ([`Table`]): the ledger's, one owner per party, and the oracle
+//! data's, whose owner is a spec (or 0 for all data, matched or not), each line a datum's JSON.
 //!
-//! One query reads, for every party of the batch at once, the stored segments that the party's
-//! lines fall among: those whose last key is at or after the party's first line in the batch and
+//! One query reads, for every owner of the batch at once, the stored segments that the owner's
+//! lines fall among: those whose last key is at or after the owner's first line in the batch and
 //! whose first vega time is not after its last line's. When there are none because the lines
-//! all come after what is stored (the usual append), it reads instead the party's last segment
-//! if it is shorter than [`SMALL_TAIL_BYTES`], so that a stream committed a block at a time
+//! all come after what is stored (the usual append), it reads instead the owner's last segment
+//! if it is shorter than the table's small tail, so that a stream committed a block at a time
 //! still fills segments. `segment::rebuild` merges what was read, decompressed, with the lines;
 //! the segments read are deleted by key and the result is compressed (`packed.rs`) and copied
 //! in.
 //!
-//! The rewrite covers a key range holding no other segment of the party (segments never
-//! overlap, and a segment left out lies wholly before the party's first line or wholly after
+//! The rewrite covers a key range holding no other segment of the owner (segments never
+//! overlap, and a segment left out lies wholly before the owner's first line or wholly after
 //! its last, or, for the tail, is the one segment before them), so the copy never meets a
 //! stored key and needs no conflict check; the writer's lock keeps anyone else from writing in
-//! between. A party whose lines are all stored already (a re-run) is not rewritten at all.
+//! between. An owner whose lines are all stored already (a re-run) is not rewritten at all.
 //!
 //! Why not every segment after the batch's first key: a batch of old keys (a re-run from an
-//! earlier block) would then rewrite the party's whole history after them, for each batch.
+//! earlier block) would then rewrite the owner's whole history after them, for each batch.
 
 use std::collections::HashMap;
 
+use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
-use postgres::{Client, Statement, Transaction};
+use postgres::{GenericClient, Statement, Transaction};
 
-use super::ingest::copy_in;
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
 use crate::Error;
-use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, SegmentRef};
+use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
 
-/// The stored segments each party's lines fall among, or its small last segment to grow (see
-/// the module docs). Parameters: per party its id, its first line's key (four columns) and its
-/// last line's vega time, as arrays; then the size prefix of [`SMALL_TAIL_BYTES`]. The rows come in no order.
-///
-/// A lateral subquery per party: a parameterised range scan of the primary key each, never a
-/// join that could hash the whole table (`query_plans.rs` pins it). The tail's size is the
-/// prefix of its compressed lines (`packed.rs`), big-endian so that it compares as bytes with the
-/// bound's prefix; `substring` of a value stored out of line and uncompressed fetches only the
-/// chunk that holds those bytes.
-pub(super) const TOUCHED_SQL: &str = "
-    SELECT s.party, s.last_time, s.last_block, s.last_seq, s.last_idx, s.csv, s.keys
+/// A table of segments: its name, its owner and lines columns, and how its segments are cut.
+#[derive(Debug)]
+pub(super) struct Table {
+    /// The table.
+    pub name: &'static str,
+    /// The owner's column: a dictionary id.
+    pub owner: &'static str,
+    /// The column of the lines (the index is `keys`).
+    pub lines: &'static str,
+    /// Lines' bytes after which a segment is sealed (see `segment::rebuild`).
+    pub seal: usize,
+    /// An owner's last segment shorter than this is rewritten with the next lines.
+    pub small_tail: usize,
+}
+
+/// The ledger: a party's CSV lines across all its assets (`segment.rs`).
+pub(super) const LEDGER: Table = Table {
+    name: "ledger_segments",
+    owner: "party",
+    lines: "csv",
+    seal: segment::SEGMENT_BYTES,
+    small_tail: SMALL_TAIL_BYTES,
+};
+
+/// Oracle data: per spec the data that matched it, and under owner [`ALL_DATA`] every datum,
+/// each line a datum's JSON, keyed by its position with entry index 0. Smaller than the
+/// ledger's: a page reads at most about a hundred data, which two or three segments of this size
+/// hold, where an export reads whole segments.
+pub(super) const ORACLE: Table = Table {
+    name: "oracle_segments",
+    owner: "spec",
+    lines: "json",
+    seal: 64 * 1024,
+    small_tail: 32 * 1024,
+};
+
+/// The owner of every datum's line in [`ORACLE`]; specs' dictionary ids start at 1.
+pub(super) const ALL_DATA: i32 = 0;
+
+impl Table {
+    /// The stored segments each owner's lines fall among, or its small last segment to grow
+    /// (see the module docs). Parameters: per owner its id, its first line's key (four columns)
+    /// and its last line's vega time, as arrays; then the size prefix of the small tail. The
+    /// rows come in no order.
+    ///
+    /// A lateral subquery per owner: a parameterised range scan of the primary key each, never
+    /// a join that could hash the whole table (`query_plans.rs` pins it). The tail's size is
+    /// the prefix of its compressed lines (`packed.rs`), big-endian so that it compares as
+    /// bytes with the bound's prefix; `substring` of a value stored out of line and
+    /// uncompressed fetches only the chunk that holds those bytes.
+    pub(super) fn touched_sql(&self) -> String {
+        let Table {
+            name, owner, lines, ..
+        } = self;
+        format!(
+            "
+    SELECT s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines}, s.keys
     FROM unnest($1::integer[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
-                $6::bigint[]) AS b (party, time, block, seq, idx, high)
+                $6::bigint[]) AS b (owner, time, block, seq, idx, high)
     CROSS JOIN LATERAL (
-        SELECT * FROM ledger_segments s
-        WHERE s.party = b.party
+        SELECT * FROM {name} s
+        WHERE s.{owner} = b.owner
           AND (s.last_time, s.last_block, s.last_seq, s.last_idx)
               >= (b.time, b.block, b.seq, b.idx)
           AND s.first_time <= b.high
         UNION ALL
         SELECT * FROM (
-            SELECT * FROM ledger_segments s WHERE s.party = b.party
+            SELECT * FROM {name} s WHERE s.{owner} = b.owner
             ORDER BY s.last_time DESC, s.last_block DESC, s.last_seq DESC, s.last_idx DESC
             LIMIT 1
         ) tail
         WHERE (tail.last_time, tail.last_block, tail.last_seq, tail.last_idx)
               < (b.time, b.block, b.seq, b.idx)
-          AND substring(tail.csv FOR 4) < $7
-    ) s";
+          AND substring(tail.{lines} FOR 4) < $7
+    ) s"
+        )
+    }
 
-/// Deletes segments by key, given as arrays of party, vega time, block, sequence and index.
-pub(super) const DELETE_SQL: &str = "
-    DELETE FROM ledger_segments s
+    /// Deletes segments by key, given as arrays of owner, vega time, block, sequence and index.
+    pub(super) fn delete_sql(&self) -> String {
+        let Table { name, owner, .. } = self;
+        format!(
+            "
+    DELETE FROM {name} s
     USING unnest($1::integer[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
-        AS d (party, time, block, seq, idx)
-    WHERE s.party = d.party AND s.last_time = d.time AND s.last_block = d.block
-      AND s.last_seq = d.seq AND s.last_idx = d.idx";
+        AS d (owner, time, block, seq, idx)
+    WHERE s.{owner} = d.owner AND s.last_time = d.time AND s.last_block = d.block
+      AND s.last_seq = d.seq AND s.last_idx = d.idx"
+        )
+    }
+}
 
-/// The columns of `ledger_segments`, as `COPY` writes them.
+/// The writer's statements for one table, prepared once for its session: a batch then costs
+/// no parse round trips.
+pub(super) struct Statements {
+    table: &'static Table,
+    touched: Statement,
+    delete: Statement,
+}
+
+impl Statements {
+    pub(super) fn prepare(
+        client: &mut impl GenericClient,
+        table: &'static Table,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            table,
+            touched: client.prepare(&table.touched_sql()).map_err(map_err)?,
+            delete: client.prepare(&table.delete_sql()).map_err(map_err)?,
+        })
+    }
+}
+
+/// A stored segment read to be rewritten, with its key in the table.
+type Stored = (LineKey, Segment);
+
+/// The stored bytes of batch lines whose keys were stored already with other bytes, by owner
+/// and key (see [`store`]).
+pub(super) type Kept = HashMap<(i32, LineKey), Vec<u8>>;
+
+/// Lays the batch's lines, each with its owner's dictionary id, into the owners' segments,
+/// inside the batch's transaction. A line whose key is stored already is not written: the
+/// stored one stays. Those among them whose stored bytes differ are returned (a re-run that
+/// brings other bytes for a stored key; empty otherwise), so that a caller writing the same
+/// line elsewhere can write it as stored.
+pub(super) fn store(
+    tx: &mut Transaction<'_>,
+    statements: &Statements,
+    mut lines: Vec<(i32, Line<'_>)>,
+) -> Result<Kept, Error> {
+    let mut kept = Kept::new();
+    // A stable sort: of two lines at one key in a batch the first stays, as a stored one does.
+    lines.sort_by_key(|(owner, line)| (*owner, line.key));
+    lines.dedup_by(|line, previous| (line.0, line.1.key) == (previous.0, previous.1.key));
+    let owners: Vec<&[(i32, Line<'_>)]> = lines.chunk_by(|a, b| a.0 == b.0).collect();
+    if owners.is_empty() {
+        return Ok(kept);
+    }
+    let table = statements.table;
+    let mut stored = touched(tx, &statements.touched, table, &owners)?;
+    let mut doomed = KeyColumns::default();
+    let mut fresh = Vec::new();
+    for owner_lines in owners {
+        let owner = owner_lines[0].0;
+        let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored
+            .remove(&owner)
+            .unwrap_or_default()
+            .into_iter()
+            .unzip();
+        let new_lines = owner_lines.iter().map(|(_, line)| *line);
+        // Appending (the usual case) meets no stored key: only a segment at or after the
+        // first line can hold one.
+        if keys
+            .last()
+            .is_some_and(|last| *last >= owner_lines[0].1.key)
+        {
+            for line in new_lines.clone() {
+                let stored = segments.iter().find_map(|s| s.view().find(line.key));
+                if let Some(stored) = stored.filter(|stored| stored.csv != line.csv) {
+                    kept.insert((owner, line.key), stored.csv.to_vec());
+                }
+            }
+        }
+        let rebuilt = segment::rebuild(&segments, new_lines, table.seal)?;
+        // Rebuilding only ever adds lines: as many as were stored means none was new.
+        let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
+        if count(&rebuilt) == count(&segments) {
+            continue;
+        }
+        for key in keys {
+            doomed.push(owner, key);
+        }
+        fresh.extend(rebuilt.into_iter().map(|segment| (owner, segment)));
+    }
+    if !doomed.owner.is_empty() {
+        tx.execute(&statements.delete, &doomed.params())
+            .map_err(map_err)?;
+    }
+    write(tx, table, &fresh)?;
+    Ok(kept)
+}
+
+/// Keys as the column arrays that `unnest` takes.
+#[derive(Default)]
+struct KeyColumns {
+    owner: Vec<i32>,
+    time: Vec<i64>,
+    block: Vec<i64>,
+    seq: Vec<i64>,
+    idx: Vec<i64>,
+}
+
+impl KeyColumns {
+    fn push(&mut self, owner: i32, (time, block, seq, idx): LineKey) {
+        self.owner.push(owner);
+        self.time.push(time);
+        self.block.push(block);
+        self.seq.push(seq);
+        self.idx.push(idx);
+    }
+
+    /// The five arrays, as the first five parameters of a statement.
+    fn params(&self) -> [&(dyn ToSql + Sync); 5] {
+        [&self.owner, &self.time, &self.block, &self.seq, &self.idx]
+    }
+}
+
+/// The stored segments to rewrite, by owner, each owner's in key order, their indexes checked.
+fn touched(
+    tx: &mut Transaction<'_>,
+    statement: &Statement,
+    table: &Table,
+    owners: &[&[(i32, Line<'_>)]],
+) -> Result<HashMap<i32, Vec<Stored>>, Error> {
+    let mut first = KeyColumns::default();
+    let mut high = Vec::with_capacity(owners.len());
+    for lines in owners {
+        let (owner, line) = lines[0];
+        first.push(owner, line.key);
+        high.push(lines[lines.len() - 1].1.key.0);
+    }
+    let small_tail = size_prefix(table.small_tail);
+    let [owner, time, block, seq, idx] = first.params();
+    let rows = tx
+        .query(
+            statement,
+            &[owner, time, block, seq, idx, &high, &small_tail],
+        )
+        .map_err(map_err)?;
+    let mut stored: HashMap<i32, Vec<Stored>> = HashMap::new();
+    for row in rows {
+        let key = (row.get(1), row.get(2), row.get(3), row.get(4));
+        let segment = Segment::from_stored(unpack(row.get(5))?, unpack(row.get(6))?)?;
+        stored.entry(row.get(0)).or_default().push((key, segment));
+    }
+    for segments in stored.values_mut() {
+        segments.sort_unstable_by_key(|(key, _)| *key);
+    }
+    Ok(stored)
+}
+
+/// The columns of a table of segments, as `COPY` writes them: owner, last key, first vega
+/// time, lines, the lines and their index.
 const COLUMNS: &[Type] = &[
     Type::INT4,
     Type::INT8,
@@ -80,159 +286,32 @@ const COLUMNS: &[Type] = &[
     Type::BYTEA,
 ];
 
-/// The writer's statements, prepared once for its session: a batch then costs no parse round
-/// trips.
-pub(super) struct Statements {
-    touched: Statement,
-    delete: Statement,
-}
-
-impl Statements {
-    pub(super) fn prepare(client: &mut Client) -> Result<Self, Error> {
-        Ok(Self {
-            touched: client.prepare(TOUCHED_SQL).map_err(map_err)?,
-            delete: client.prepare(DELETE_SQL).map_err(map_err)?,
-        })
-    }
-}
-
-/// A stored segment read to be rewritten, with its key in the table.
-type Stored = (LineKey, Segment);
-
-/// Lays the batch's ledger lines, each with its party's dictionary id, into the parties'
-/// segments, inside the batch's transaction.
-pub(super) fn store(
-    tx: &mut Transaction<'_>,
-    statements: &Statements,
-    mut lines: Vec<(i32, Line<'_>)>,
-) -> Result<(), Error> {
-    // A stable sort: of two lines at one key in a batch the first stays, as a stored one does.
-    lines.sort_by_key(|(party, line)| (*party, line.key));
-    lines.dedup_by(|line, previous| (line.0, line.1.key) == (previous.0, previous.1.key));
-    let parties: Vec<&[(i32, Line<'_>)]> = lines.chunk_by(|a, b| a.0 == b.0).collect();
-    if parties.is_empty() {
+/// Copies new segments in, each keyed by its last line, its blobs compressed, with binary
+/// `COPY`: each segment is compressed as the copy reaches it, while the server takes the
+/// previous ones.
+fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> Result<(), Error> {
+    if fresh.is_empty() {
         return Ok(());
     }
-    let mut stored = touched(tx, &statements.touched, &parties)?;
-    let mut doomed = KeyColumns::default();
-    let mut fresh = Vec::new();
-    for party_lines in parties {
-        let party = party_lines[0].0;
-        let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored
-            .remove(&party)
-            .unwrap_or_default()
-            .into_iter()
-            .unzip();
-        let rebuilt = segment::rebuild(&segments, party_lines.iter().map(|(_, line)| *line))?;
-        // Rebuilding only ever adds lines: as many as were stored means none was new.
-        let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
-        if count(&rebuilt) == count(&segments) {
-            continue;
-        }
-        for key in keys {
-            doomed.push(party, key);
-        }
-        fresh.extend(rebuilt.into_iter().map(|segment| (party, segment)));
-    }
-    if !doomed.party.is_empty() {
-        tx.execute(&statements.delete, &doomed.params())
-            .map_err(map_err)?;
-    }
-    write(tx, &fresh)
-}
-
-/// Keys as the column arrays that `unnest` takes.
-#[derive(Default)]
-struct KeyColumns {
-    party: Vec<i32>,
-    time: Vec<i64>,
-    block: Vec<i64>,
-    seq: Vec<i64>,
-    idx: Vec<i64>,
-}
-
-impl KeyColumns {
-    fn push(&mut self, party: i32, (time, block, seq, idx): LineKey) {
-        self.party.push(party);
-        self.time.push(time);
-        self.block.push(block);
-        self.seq.push(seq);
-        self.idx.push(idx);
-    }
-
-    /// The five arrays, as the first five parameters of a statement.
-    fn params(&self) -> [&(dyn ToSql + Sync); 5] {
-        [&self.party, &self.time, &self.block, &self.seq, &self.idx]
-    }
-}
-
-/// The stored segments to rewrite, by party, each party's in key order, their indexes checked.
-fn touched(
-    tx: &mut Transaction<'_>,
-    statement: &Statement,
-    parties: &[&[(i32, Line<'_>)]],
-) -> Result<HashMap<i32, Vec<Stored>>, Error> {
-    let mut first = KeyColumns::default();
-    let mut high = Vec::with_capacity(parties.len());
-    for lines in parties {
-        let (party, line) = lines[0];
-        first.push(party, line.key);
-        high.push(lines[lines.len() - 1].1.key.0);
-    }
-    let small_tail = size_prefix(SMALL_TAIL_BYTES);
-    let [party, time, block, seq, idx] = first.params();
-    let rows = tx
-        .query(
-            statement,
-            &[party, time, block, seq, idx, &high, &small_tail],
-        )
+    let sink = tx
+        .copy_in(&format!("COPY {} FROM STDIN (FORMAT binary)", table.name))
         .map_err(map_err)?;
-    let mut stored: HashMap<i32, Vec<Stored>> = HashMap::new();
-    for row in rows {
-        let key = (row.get(1), row.get(2), row.get(3), row.get(4));
-        let segment = Segment {
-            csv: unpack(row.get(5))?,
-            keys: unpack(row.get(6))?,
-        };
-        // `rebuild` trusts a segment's index to slice its lines.
-        SegmentRef::new(&segment.csv, &segment.keys)?;
-        stored.entry(row.get(0)).or_default().push((key, segment));
-    }
-    for segments in stored.values_mut() {
-        segments.sort_unstable_by_key(|(key, _)| *key);
-    }
-    Ok(stored)
-}
-
-/// Copies new segments in, each keyed by its last line, its blobs compressed.
-fn write(tx: &mut Transaction<'_>, fresh: &[(i32, Segment)]) -> Result<(), Error> {
-    let mut heads = Vec::with_capacity(fresh.len());
-    for (party, segment) in fresh {
-        let (Some(first), Some(last)) = (segment.first_key(), segment.last_key()) else {
-            return Err(Error::Internal("an empty ledger segment to store".into()));
+    let mut writer = BinaryCopyInWriter::new(sink, COLUMNS);
+    for (owner, segment) in fresh {
+        let (Some(first), Some((time, block, seq, idx))) =
+            (segment.first_key(), segment.last_key())
+        else {
+            return Err(Error::Internal("an empty segment to store".into()));
         };
         let lines = i32::try_from(segment.lines())
-            .map_err(|_| Error::Internal("a ledger segment of too many lines".into()))?;
-        let packed = (pack(&segment.csv)?, pack(&segment.keys)?);
-        heads.push((*party, last, first.0, lines, packed));
+            .map_err(|_| Error::Internal("a segment of too many lines".into()))?;
+        let (csv, keys) = (pack(&segment.csv)?, pack(&segment.keys)?);
+        writer
+            .write(&[
+                owner, &time, &block, &seq, &idx, &first.0, &lines, &csv, &keys,
+            ])
+            .map_err(map_err)?;
     }
-    let rows: Vec<Vec<&(dyn ToSql + Sync)>> = heads
-        .iter()
-        .map(
-            |(party, (time, block, seq, idx), first_time, lines, (csv, keys))| {
-                vec![
-                    party as &(dyn ToSql + Sync),
-                    time,
-                    block,
-                    seq,
-                    idx,
-                    first_time,
-                    lines,
-                    csv,
-                    keys,
-                ]
-            },
-        )
-        .collect();
-    copy_in(tx, "ledger_segments", COLUMNS, &rows).map_err(map_err)
+    writer.finish().map_err(map_err)?;
+    Ok(())
 }

@@ -10,7 +10,7 @@ use postgres::Client;
 use super::schema::{CREATED_BY, MIGRATIONS};
 use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
-use crate::{Error, Health, IngestWriter, suite};
+use crate::{Error, Health, IngestBatch, IngestWriter, suite};
 
 /// Runs a suite test on a fresh database, or skips.
 fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
@@ -41,7 +41,11 @@ fn earlier_version(db: &TestDatabase, version: usize, row_format: u32, rows: &st
             "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
              INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
              ('schema_version', '{version}'), ('row_format', '{row_format}'); {} {rows}",
-            MIGRATIONS[..version].join(" ")
+            MIGRATIONS[..version]
+                .iter()
+                .map(|migration| migration.sql)
+                .collect::<Vec<_>>()
+                .join(" ")
         ))
         .unwrap();
     client
@@ -208,12 +212,12 @@ fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
 }
 
 #[test]
-fn a_database_of_schema_3_gets_the_json_of_its_matches() {
+fn a_database_of_schema_3_gets_its_oracle_data_in_segments() {
     let Some(db) = TestDatabase::create("a_database_of_schema_3") else {
         return;
     };
-    // What the previous version wrote: schema 3 in row format 3, matches without their JSON;
-    // the first datum matches both specs, the last none.
+    // What an earlier version wrote: schema 3 in row format 3, oracle data in rows, matches
+    // without their JSON; the first datum matches both specs, the last none.
     let hex = |n: u8| format!("\\x{}", format!("{n:02x}").repeat(32));
     let mut client = earlier_version(
         &db,
@@ -234,16 +238,20 @@ fn a_database_of_schema_3_gets_the_json_of_its_matches() {
     let row = client
         .query_one(
             "SELECT (SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info), \
-             (SELECT attnotnull FROM pg_attribute \
-              WHERE attrelid = 'oracle_spec_data'::regclass AND attname = 'json')",
+             to_regclass('oracle_data') IS NULL AND to_regclass('oracle_spec_data') IS NULL, \
+             (SELECT string_agg(spec || ':' || lines, ' ' ORDER BY spec) FROM oracle_segments)",
             &[],
         )
         .unwrap();
-    let (info, not_null): (String, bool) = (row.get(0), row.get(1));
+    let (info, dropped, segments): (String, bool, String) = (row.get(0), row.get(1), row.get(2));
     let latest = MIGRATIONS.len();
     assert_eq!(
-        (info, not_null),
-        (format!("vega-datanode-lite 3 {latest}"), true)
+        (info.as_str(), dropped, segments.as_str()),
+        (
+            format!("vega-datanode-lite 3 {latest}").as_str(),
+            true,
+            "0:3 1:1 2:2"
+        )
     );
     let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
     for (spec_n, expected) in [(1, "first"), (2, "second first")] {
@@ -253,6 +261,18 @@ fn a_database_of_schema_3_gets_the_json_of_its_matches() {
             "spec {spec_n}"
         );
     }
+    assert_eq!(
+        suite::contents(&store, &[]).1,
+        [&b"unmatched"[..], b"second", b"first"]
+    );
+    // The writer appends to the moved segments.
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let mut batch = IngestBatch::default();
+    batch
+        .oracle_rows
+        .push(suite::oracle_row("newer", (400, 13, 1), &[1]));
+    writer.commit(&batch).unwrap();
+    assert_eq!(suite::spec_labels(&store, 1), "newer first");
 }
 
 #[test]

@@ -188,7 +188,11 @@ fn insert_ledger(
             Some(tail) if tail.last < first => tail.small.into_iter().collect(),
             _ => touched_segments(tx, party, first)?,
         };
-        let segments = segment::rebuild(&stored, party_lines.iter().map(|(_, line)| *line))?;
+        let segments = segment::rebuild(
+            &stored,
+            party_lines.iter().map(|(_, line)| *line),
+            segment::SEGMENT_BYTES,
+        )?;
         let mut delete = tx
             .prepare_cached(
                 "DELETE FROM ledger_segments WHERE party = ?1 AND last_time = ?2 \

@@ -172,6 +172,65 @@ pub(crate) fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
     }
 }
 
+/// Enough data of a kilobyte each that a backend storing them in blocks (PostgreSQL's segments
+/// of 64 KiB) spreads them over several, committed in batches of every size and one out of
+/// order, so that pages begin, end and turn at block boundaries, and a page may span more
+/// blocks than its first read brings.
+pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    let data: Vec<(String, (i64, u64, u64), Vec<u8>)> = (0..300u64)
+        .map(|n| {
+            let label = format!("d{n:03}-{}", "x".repeat(1000));
+            let specs = [1, 2, 3]
+                .into_iter()
+                .filter(|s| n % u64::from(*s) == 0)
+                .collect();
+            (label, (n as i64 / 3, n / 2, n), specs)
+        })
+        .collect();
+    // Batches of 1, 10 and 100 data; the last 40 committed before the 40 before them.
+    let mut batches: Vec<&[_]> = vec![&data[..1], &data[1..11], &data[11..111]];
+    batches.extend(data[111..220].chunks(3));
+    batches.extend([&data[260..], &data[220..260]]);
+    for part in batches {
+        let batch = IngestBatch {
+            oracle_rows: part
+                .iter()
+                .map(|(label, key, specs)| oracle_row(label, *key, specs))
+                .collect(),
+            ..IngestBatch::default()
+        };
+        commit(writer, &batch);
+    }
+    for spec in [None, Some(1), Some(2), Some(3)] {
+        let expected: Edges = data
+            .iter()
+            .filter(|(_, _, specs)| spec.is_none_or(|spec| specs.contains(&spec)))
+            .map(|(label, key, _)| (encode_cursor(position(*key)), label.clone()))
+            .collect();
+        for size in [1, 7, 100, 101, 250] {
+            for newest_first in [false, true] {
+                let mut want = expected.clone();
+                if newest_first {
+                    want.reverse();
+                }
+                let context =
+                    format!("spec {spec:?}, page size {size}, newest first {newest_first}");
+                assert!(
+                    walk_forward(store, spec, size, newest_first) == want,
+                    "forward, {context}"
+                );
+                assert!(
+                    walk_backward(store, spec, size, newest_first) == want,
+                    "backward, {context}"
+                );
+            }
+        }
+    }
+}
+
 pub(crate) fn oracle_unknown_spec_has_an_empty_page<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,

@@ -70,6 +70,27 @@ pub(crate) fn committing_a_batch_twice_adds_nothing<S: Store>(
     );
 }
 
+pub(crate) fn a_datum_twice_in_one_batch_reads_as_the_first<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    // A stream that repeats a datum with other bytes and another match, in one batch, after a
+    // later datum: the first copy is the one stored, and its bytes are what every spec reads.
+    let batch = IngestBatch {
+        oracle_rows: vec![
+            oracle_row("o1", (100, 10, 3), &[1]),
+            oracle_row("o2", (200, 11, 2), &[2]),
+            oracle_row("o1 again", (100, 10, 3), &[3]),
+        ],
+        ..IngestBatch::default()
+    };
+    commit(writer, &batch);
+    assert_eq!(contents(store, &[]).1, [b"o2".to_vec(), b"o1".to_vec()]);
+    for (spec_n, expected) in [(1, "o1"), (2, "o2"), (3, "o1")] {
+        assert_eq!(spec_labels(store, spec_n), expected, "spec {spec_n}");
+    }
+}
+
 #[track_caller]
 fn check_block(writer: &mut dyn IngestWriter, height: u64, expected: Option<(Option<i64>, u64)>) {
     let expected = expected.map(|(vega_time, last_seq)| BlockState {
