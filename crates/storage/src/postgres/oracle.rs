@@ -12,10 +12,11 @@ use super::{PgConn, PgStore, Statements, map_err};
 use crate::segment::{LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
-/// Segments a scan's first statement reads (beside the one straddling its anchor): a page of a
-/// hundred data fits in two or three (`segments::ORACLE`), so one statement almost always
-/// does. A scan that needs more reads four times as many with each further statement.
-const FIRST_SEGMENTS: i64 = 3;
+/// The most segments a scan's first statement looks at (beside the one straddling its anchor):
+/// it returns only as many of them as hold the data asked for, by their line counts, which is
+/// one or two for a page of a hundred (`segments::ORACLE`), so one statement almost always
+/// does. A scan that needs more looks at four times as many with each further statement.
+const FIRST_SEGMENTS: i64 = 4;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
@@ -108,11 +109,14 @@ fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
 pub(crate) struct SegmentScan {
     /// In descending key order.
     pub descending: bool,
-    /// Only segments whose last key is beyond `$3..$5` (the anchor's position, entry index 0)
+    /// Only segments whose last key is beyond `$4..$6` (the anchor's position, entry index 0)
     /// in scan direction, or at it when `inclusive`.
     pub anchored: bool,
     /// See `anchored`.
     pub inclusive: bool,
+    /// The first segment may hold data before the anchor (an ascending scan from a cursor), so
+    /// its lines do not count towards those asked for.
+    pub cut_first: bool,
     /// With, first, the one segment beyond the anchor against scan direction that may hold
     /// data before it: a descending scan's data before the anchor may begin in the segment
     /// that ends after it.
@@ -120,22 +124,25 @@ pub(crate) struct SegmentScan {
 }
 
 impl SegmentScan {
-    /// The SQL: `$1` the spec's key, `$2` how many segments, then the anchor when
-    /// `anchored`. Each part is a range scan of the primary key in key order (`query_plans.rs`
-    /// pins them), reading exactly the segments it returns. The first column says whether a
-    /// row is the straddling segment.
+    /// The SQL: `$1` the spec's key, `$2` the most segments to look at, `$3` how many data are
+    /// asked for, then the anchor when `anchored`. Of the segments looked at, in scan order, it
+    /// returns those before the data asked for are counted (by the segments' `lines`): each
+    /// row is whether it is the straddling segment, its lines and its index. Each part is a range scan of the
+    /// primary key in key order (`query_plans.rs` pins them) that reads no more than `$2`
+    /// segments' rows and fetches the blobs only of those it returns.
     pub(crate) fn sql(self) -> String {
-        let key = "(s.last_time, s.last_block, s.last_seq, s.last_idx)";
-        let part = |straddling: bool, descending: bool, cmp: &str, limit: &str| {
-            let dir = if descending { "DESC" } else { "ASC" };
-            let range = if cmp.is_empty() {
+        let dir = if self.descending { "DESC" } else { "ASC" };
+        let order = |dir: &str| {
+            format!("s.last_time {dir}, s.last_block {dir}, s.last_seq {dir}, s.last_idx {dir}")
+        };
+        let range = |cmp: &str| {
+            if cmp.is_empty() {
                 String::new()
             } else {
-                format!(" AND {key} {cmp} ($3, $4, $5, 0)")
-            };
-            format!(
-                "SELECT {straddling}, s.json, s.keys FROM oracle_segments s                  WHERE s.spec = $1{range} ORDER BY s.last_time {dir}, s.last_block {dir},                  s.last_seq {dir}, s.last_idx {dir} LIMIT {limit}"
-            )
+                format!(
+                    " AND (s.last_time, s.last_block, s.last_seq, s.last_idx) {cmp} ($4, $5, $6, 0)"
+                )
+            }
         };
         let cmp = match (self.anchored, self.descending, self.inclusive) {
             (false, _, _) => "",
@@ -144,13 +151,32 @@ impl SegmentScan {
             (true, false, true) => ">=",
             (true, false, false) => ">",
         };
-        let main = part(false, self.descending, cmp, "$2");
+        let first = if self.cut_first {
+            " - first_value(s.lines) OVER w"
+        } else {
+            ""
+        };
+        let main = format!(
+            "SELECT false, t.json, t.keys FROM (\
+             SELECT s.json, s.keys, sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
+             SELECT * FROM oracle_segments s WHERE s.spec = $1{} ORDER BY {} LIMIT $2) s \
+             WINDOW w AS (ORDER BY {} ROWS UNBOUNDED PRECEDING)) t \
+             WHERE t.upto - t.lines < $3",
+            range(cmp),
+            order(dir),
+            order(dir)
+        );
         if !self.straddling {
             return main;
         }
         // The first segment on the other side of the anchor, in ascending order.
         let other = if self.inclusive { ">" } else { ">=" };
-        format!("({}) UNION ALL ({main})", part(true, false, other, "1"))
+        format!(
+            "(SELECT true, s.json, s.keys FROM oracle_segments s \
+             WHERE s.spec = $1{} ORDER BY {} LIMIT 1) UNION ALL ({main})",
+            range(other),
+            order("ASC")
+        )
     }
 }
 
@@ -184,6 +210,7 @@ fn scan(
         descending: scan.descending,
         anchored: anchor.is_some(),
         inclusive: scan.inclusive,
+        cut_first: !scan.descending && anchor.is_some(),
         straddling: scan.descending && anchor.is_some(),
     };
     let mut from = anchor;
@@ -191,7 +218,8 @@ fn scan(
     let (mut json, mut keys) = (Vec::new(), Vec::new());
     loop {
         let statement = statements.get(client, &next.sql())?;
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&owner, &count];
+        let need = i64::try_from(scan.limit - rows.len()).unwrap_or(i64::MAX);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&owner, &count, &need];
         if let Some((time, block, seq, _)) = &from {
             params.extend([time as &(dyn ToSql + Sync), block, seq]);
         }
@@ -229,6 +257,9 @@ fn scan(
                 (0..segment.len()).for_each(&mut take);
             }
         }
+        // Fewer segments than the most looked at: either the statement left out those after
+        // the data asked for, which then all came (the lines counted lie beyond the anchor), or
+        // there are no more.
         if rows.len() >= scan.limit || read < count {
             return Ok(Some(rows));
         }
@@ -238,6 +269,7 @@ fn scan(
         next = SegmentScan {
             anchored: true,
             inclusive: false,
+            cut_first: false,
             straddling: false,
             ..next
         };
