@@ -14,9 +14,10 @@ use crate::{Error, OraclePage, OracleStore};
 
 /// The most segments a scan's first statement looks at (beside the one straddling its anchor):
 /// it returns only as many of them as hold the data asked for, by their line counts, which is
-/// one or two for a page of a hundred (`segments::ORACLE`), so one statement almost always
-/// does. A scan that needs more looks at four times as many with each further statement.
-const FIRST_SEGMENTS: i64 = 4;
+/// three or four for a page of a hundred (`segments::ORACLE`), so one statement almost always
+/// does; the others cost it an index entry and a small heap row each. A scan that needs more
+/// looks at four times as many with each further statement.
+const FIRST_SEGMENTS: i64 = 8;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 

@@ -173,7 +173,7 @@ pub(crate) fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
 }
 
 /// Enough data of a kilobyte each that a backend storing them in blocks (PostgreSQL's segments
-/// of 64 KiB) spreads them over several, committed in batches of every size and one out of
+/// of 16 KiB) spreads them over several, committed in batches of every size and one out of
 /// order, so that pages begin, end and turn at block boundaries, and a page may span more
 /// blocks than its first read brings.
 pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
