@@ -12,9 +12,8 @@ use super::{PgConn, PgStore, Statements, map_err};
 use crate::segment::{LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
-/// The most segments a scan's first statement looks at (beside the one straddling its anchor):
-/// it returns only as many of them as hold the data asked for, by their line counts, which is
-/// three or four for a page of a hundred (`segments::ORACLE`), so one statement almost always
+/// The most segments a scan's first statement looks at: it returns only as many of them as hold
+/// the data asked for, by their line counts, which is three or four for a page of a hundred (`segments::ORACLE`), so one statement almost always
 /// does; the others cost it an index entry and a small heap row each. A scan that needs more
 /// looks at four times as many with each further statement.
 const FIRST_SEGMENTS: i64 = 8;
@@ -105,46 +104,40 @@ fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
     rows.iter().map(|(position, _)| *position).collect()
 }
 
-/// Which segments a statement reads, in scan order.
+/// Which segments a statement reads, in scan order: ascending by their last keys (the primary
+/// key), descending by their first keys (`oracle_segments_first`). Either way the first segment
+/// from an anchor is the one that holds it, or else the nearest beyond it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SegmentScan {
     /// In descending key order.
     pub descending: bool,
-    /// Only segments whose last key is beyond `$4..$6` (the anchor's position, entry index 0)
-    /// in scan direction, or at it when `inclusive`.
+    /// Only segments whose key (last or first, as above) is beyond `$4..$6` (the anchor's
+    /// position, entry index 0) in scan direction, or at it when `inclusive`.
     pub anchored: bool,
     /// See `anchored`.
     pub inclusive: bool,
-    /// The first segment may hold data before the anchor (an ascending scan from a cursor), so
-    /// its lines do not count towards those asked for.
+    /// The first segment may hold data before the anchor (a scan from a cursor), so its lines
+    /// do not count towards those asked for.
     pub cut_first: bool,
-    /// With, first, the one segment beyond the anchor against scan direction that may hold
-    /// data before it: a descending scan's data before the anchor may begin in the segment
-    /// that ends after it.
-    pub straddling: bool,
 }
 
 impl SegmentScan {
     /// The SQL: `$1` the spec's key, `$2` the most segments to look at, `$3` how many data are
     /// asked for, then the anchor when `anchored`. Of the segments looked at, in scan order, it
     /// returns those before the data asked for are counted (by the segments' `lines`): each
-    /// row is whether it is the straddling segment, its lines and its index. Each part is a range scan of the
-    /// primary key in key order (`query_plans.rs` pins them) that reads no more than `$2`
-    /// segments' rows and fetches the blobs only of those it returns.
+    /// row is a segment's lines and index. A range scan of an index in its order (`query_plans.rs`
+    /// pins them) that reads no more than `$2` segments' rows and fetches the blobs only of those
+    /// it returns.
     pub(crate) fn sql(self) -> String {
-        let dir = if self.descending { "DESC" } else { "ASC" };
-        let order = |dir: &str| {
-            format!("s.last_time {dir}, s.last_block {dir}, s.last_seq {dir}, s.last_idx {dir}")
+        let (end, dir) = if self.descending {
+            ("first", "DESC")
+        } else {
+            ("last", "ASC")
         };
-        let range = |cmp: &str| {
-            if cmp.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " AND (s.last_time, s.last_block, s.last_seq, s.last_idx) {cmp} ($4, $5, $6, 0)"
-                )
-            }
-        };
+        let key = format!("s.{end}_time, s.{end}_block, s.{end}_seq, s.{end}_idx");
+        let order = format!(
+            "s.{end}_time {dir}, s.{end}_block {dir}, s.{end}_seq {dir}, s.{end}_idx {dir}"
+        );
         let cmp = match (self.anchored, self.descending, self.inclusive) {
             (false, _, _) => "",
             (true, true, true) => "<=",
@@ -152,31 +145,22 @@ impl SegmentScan {
             (true, false, true) => ">=",
             (true, false, false) => ">",
         };
+        let range = if cmp.is_empty() {
+            String::new()
+        } else {
+            format!(" AND ({key}) {cmp} ($4, $5, $6, 0)")
+        };
         let first = if self.cut_first {
             " - first_value(s.lines) OVER w"
         } else {
             ""
         };
-        let main = format!(
-            "SELECT false, t.json, t.keys FROM (\
-             SELECT s.json, s.keys, sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
-             SELECT * FROM oracle_segments s WHERE s.spec = $1{} ORDER BY {} LIMIT $2) s \
-             WINDOW w AS (ORDER BY {} ROWS UNBOUNDED PRECEDING)) t \
-             WHERE t.upto - t.lines < $3",
-            range(cmp),
-            order(dir),
-            order(dir)
-        );
-        if !self.straddling {
-            return main;
-        }
-        // The first segment on the other side of the anchor, in ascending order.
-        let other = if self.inclusive { ">" } else { ">=" };
         format!(
-            "(SELECT true, s.json, s.keys FROM oracle_segments s \
-             WHERE s.spec = $1{} ORDER BY {} LIMIT 1) UNION ALL ({main})",
-            range(other),
-            order("ASC")
+            "SELECT t.json, t.keys FROM (\
+             SELECT s.json, s.keys, sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
+             SELECT * FROM oracle_segments s WHERE s.spec = $1{range} ORDER BY {order} \
+             LIMIT $2) s WINDOW w AS (ORDER BY {order} ROWS UNBOUNDED PRECEDING)) t \
+             WHERE t.upto - t.lines < $3"
         )
     }
 }
@@ -211,8 +195,7 @@ fn scan(
         descending: scan.descending,
         anchored: anchor.is_some(),
         inclusive: scan.inclusive,
-        cut_first: !scan.descending && anchor.is_some(),
-        straddling: scan.descending && anchor.is_some(),
+        cut_first: anchor.is_some(),
     };
     let mut from = anchor;
     let mut count = FIRST_SEGMENTS;
@@ -225,20 +208,17 @@ fn scan(
             params.extend([time as &(dyn ToSql + Sync), block, seq]);
         }
         let found = client.query(&statement, &params).map_err(map_err)?;
-        // The straddling segment first: it holds the data nearest the anchor.
-        let (straddling, rest): (Vec<_>, Vec<_>) =
-            found.iter().partition(|row| row.get::<_, bool>(0));
-        let mut read = 0;
-        for row in straddling.into_iter().chain(rest) {
+        let read = found.len() as i64;
+        for row in &found {
             json.clear();
             keys.clear();
-            unpack_into(row.get(1), &mut json)?;
-            unpack_into(row.get(2), &mut keys)?;
+            unpack_into(row.get(0), &mut json)?;
+            unpack_into(row.get(1), &mut keys)?;
             let segment = SegmentRef::new(&json, &keys)?;
-            if !row.get::<_, bool>(0) {
-                read += 1;
-                // The next statement starts after the last segment read.
-                from = segment.iter().last().map(|line| line.key);
+            // The next statement starts beyond the last segment read: before its first datum
+            // when descending, after its last one otherwise (a stored segment is never empty).
+            if let Some(last) = segment.len().checked_sub(1) {
+                from = Some(segment.line(if scan.descending { 0 } else { last }).key);
             }
             let mut take = |i: usize| {
                 let line = segment.line(i);
@@ -271,7 +251,6 @@ fn scan(
             anchored: true,
             inclusive: false,
             cut_first: false,
-            straddling: false,
             ..next
         };
         count = count.saturating_mul(4);

@@ -137,8 +137,8 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     "),
     // 5: oracle data in segments (`segments.rs`, table `ORACLE`): per spec the data that matched
     // it, and under spec 0 every datum, each segment's JSON lines and index compressed like the
-    // ledger's, keyed by the spec and its last datum's position. A page reads two or three
-    // segments instead of a hundred rows, and an ingest writes a few hundred segments a batch
+    // ledger's, keyed by the spec and its last datum's position, and found by its first
+    // datum's too. A page reads three or four segments instead of a hundred rows, and an ingest writes a few hundred segments a batch
     // instead of a row per datum and per match. The stored bytes are those of row format 3; the
     // rows of `oracle_data` and `oracle_spec_data` are moved by `oracle_into_segments`.
     Migration {
@@ -153,8 +153,15 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         lines integer NOT NULL,
         json bytea NOT NULL,
         keys bytea NOT NULL,
+        -- The rest of the first datum's key: a page in descending order starts at the segment
+        -- that holds its cursor, found through the index below.
+        first_block bigint NOT NULL,
+        first_seq bigint NOT NULL,
+        first_idx bigint NOT NULL,
         PRIMARY KEY (spec, last_time, last_block, last_seq, last_idx)
     );
+    CREATE UNIQUE INDEX oracle_segments_first
+        ON oracle_segments (spec, first_time, first_block, first_seq, first_idx);
     ALTER TABLE oracle_segments ALTER COLUMN json SET STORAGE EXTERNAL,
                                 ALTER COLUMN keys SET STORAGE EXTERNAL;
     ",

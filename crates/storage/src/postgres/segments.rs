@@ -44,6 +44,10 @@ pub(super) struct Table {
     pub seal: usize,
     /// An owner's last segment shorter than this is rewritten with the next lines.
     pub small_tail: usize,
+    /// Whether the table also holds its segments' first keys whole (`first_block`, `first_seq`,
+    /// `first_idx` after `keys`), for a scan in descending order to start at the segment that
+    /// holds its anchor.
+    pub first_keys: bool,
 }
 
 /// The ledger: a party's CSV lines across all its assets (`segment.rs`).
@@ -53,6 +57,7 @@ pub(super) const LEDGER: Table = Table {
     lines: "csv",
     seal: segment::SEGMENT_BYTES,
     small_tail: SMALL_TAIL_BYTES,
+    first_keys: false,
 };
 
 /// Oracle data: per spec the data that matched it, and under owner [`ALL_DATA`] every datum,
@@ -67,6 +72,7 @@ pub(super) const ORACLE: Table = Table {
     lines: "json",
     seal: 16 * 1024,
     small_tail: 8 * 1024,
+    first_keys: true,
 };
 
 /// The owner of every datum's line in [`ORACLE`]; specs' dictionary ids start at 1.
@@ -275,7 +281,8 @@ fn touched(
 }
 
 /// The columns of a table of segments, as `COPY` writes them: owner, last key, first vega
-/// time, lines, the lines and their index.
+/// time, lines, the lines and their index; then, in a table with [`Table::first_keys`], the
+/// rest of the first key.
 const COLUMNS: &[Type] = &[
     Type::INT4,
     Type::INT8,
@@ -286,7 +293,13 @@ const COLUMNS: &[Type] = &[
     Type::INT4,
     Type::BYTEA,
     Type::BYTEA,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
 ];
+
+/// How many of [`COLUMNS`] a table without first keys has.
+const BASE_COLUMNS: usize = 9;
 
 /// Copies new segments in, each keyed by its last line, its blobs compressed, with binary
 /// `COPY`: each segment is compressed as the copy reaches it, while the server takes the
@@ -298,7 +311,12 @@ fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> R
     let sink = tx
         .copy_in(&format!("COPY {} FROM STDIN (FORMAT binary)", table.name))
         .map_err(map_err)?;
-    let mut writer = BinaryCopyInWriter::new(sink, COLUMNS);
+    let columns = if table.first_keys {
+        COLUMNS
+    } else {
+        &COLUMNS[..BASE_COLUMNS]
+    };
+    let mut writer = BinaryCopyInWriter::new(sink, columns);
     for (owner, segment) in fresh {
         let (Some(first), Some((time, block, seq, idx))) =
             (segment.first_key(), segment.last_key())
@@ -308,11 +326,11 @@ fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> R
         let lines = i32::try_from(segment.lines())
             .map_err(|_| Error::Internal("a segment of too many lines".into()))?;
         let (csv, keys) = (pack(&segment.csv)?, pack(&segment.keys)?);
-        writer
-            .write(&[
-                owner, &time, &block, &seq, &idx, &first.0, &lines, &csv, &keys,
-            ])
-            .map_err(map_err)?;
+        let row: [&(dyn ToSql + Sync); 12] = [
+            owner, &time, &block, &seq, &idx, &first.0, &lines, &csv, &keys, &first.1, &first.2,
+            &first.3,
+        ];
+        writer.write(&row[..columns.len()]).map_err(map_err)?;
     }
     writer.finish().map_err(map_err)?;
     Ok(())
