@@ -78,7 +78,7 @@ fn page(
 }
 
 /// The rows of a scan allowed as many statements as it needs.
-fn scanned(rows: Option<Vec<(Position, Vec<u8>)>>) -> Result<Vec<(Position, Vec<u8>)>, Error> {
+fn scanned(rows: Option<Rows>) -> Result<Rows, Error> {
     rows.ok_or_else(|| Error::Internal("a scan of several statements stopped after one".into()))
 }
 
@@ -99,6 +99,9 @@ fn spec_key(conn: &mut PgConn, spec: &OracleSpecId) -> Result<Option<i32>, Error
     }
     Ok(key)
 }
+
+/// The data a scan found, in scan order, each at its position.
+type Rows = Vec<(Position, Vec<u8>)>;
 
 fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
     rows.iter().map(|(position, _)| *position).collect()
@@ -174,7 +177,7 @@ fn scan(
     owner: i32,
     scan: &Scan,
     once: bool,
-) -> Result<Option<Vec<(Position, Vec<u8>)>>, Error> {
+) -> Result<Option<Rows>, Error> {
     let mut rows = Vec::new();
     if scan.limit == 0 {
         return Ok(Some(rows));

@@ -26,12 +26,15 @@ const MIGRATE_LOCK: i64 = 0x7665_6761_6d69_6772; // "vegamigr"
 pub(super) const MISSING: &str = "the database has no datanode schema yet: run \
      `server migrate --db URL` (or `server ingest --db URL`, which migrates) first";
 
+/// A migration's step in Rust, run inside its transaction.
+type Step = fn(&mut Transaction<'_>) -> Result<(), Error>;
+
 /// A schema migration: SQL, then for some a step in Rust that moves rows into a new layout.
 pub(super) struct Migration {
     /// The statements.
     pub sql: &'static str,
     /// What runs after them, in the same transaction.
-    pub then: Option<fn(&mut Transaction<'_>) -> Result<(), Error>>,
+    pub then: Option<Step>,
 }
 
 /// A migration of SQL only.

@@ -180,7 +180,8 @@ pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
-    let data: Vec<(String, (i64, u64, u64), Vec<u8>)> = (0..300u64)
+    // (label, position, matched specs), ascending.
+    let data: Vec<(String, _, Vec<u8>)> = (0..300u64)
         .map(|n| {
             let label = format!("d{n:03}-{}", "x".repeat(1000));
             let specs = [1, 2, 3]
