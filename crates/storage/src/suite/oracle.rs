@@ -34,15 +34,23 @@ fn position((vega_time, block, seq): (i64, u64, u64)) -> Position {
 fn fill(writer: &mut dyn IngestWriter) {
     let (first, second) = DATA.split_at(4);
     for half in [second, first] {
-        let batch = IngestBatch {
-            oracle_rows: half
-                .iter()
-                .map(|(label, key, specs)| oracle_row(label, *key, specs))
-                .collect(),
-            ..IngestBatch::default()
-        };
-        commit(writer, &batch);
+        commit_data(writer, half);
     }
+}
+
+/// Commits oracle data, (label, position, matched specs) each, as one batch.
+fn commit_data<L: AsRef<str>, S: AsRef<[u8]>>(
+    writer: &mut dyn IngestWriter,
+    data: &[(L, (i64, u64, u64), S)],
+) {
+    let batch = IngestBatch {
+        oracle_rows: data
+            .iter()
+            .map(|(label, key, specs)| oracle_row(label.as_ref(), *key, specs.as_ref()))
+            .collect(),
+        ..IngestBatch::default()
+    };
+    commit(writer, &batch);
 }
 
 /// The data of `spec` (all data for `None`) as (cursor, label), ascending.
@@ -196,14 +204,7 @@ pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
     batches.extend(data[111..220].chunks(3));
     batches.extend([&data[260..], &data[220..260]]);
     for part in batches {
-        let batch = IngestBatch {
-            oracle_rows: part
-                .iter()
-                .map(|(label, key, specs)| oracle_row(label, *key, specs))
-                .collect(),
-            ..IngestBatch::default()
-        };
-        commit(writer, &batch);
+        commit_data(writer, part);
     }
     for spec in [None, Some(1), Some(2), Some(3)] {
         let expected: Edges = data
