@@ -73,6 +73,11 @@ impl Segment {
         Ok(Segment { csv, keys })
     }
 
+    /// The bytes of its lines and index.
+    pub(crate) fn bytes(&self) -> usize {
+        self.csv.len() + self.keys.len()
+    }
+
     /// The lines it holds.
     pub(crate) fn lines(&self) -> usize {
         self.keys.len() / INDEX_ENTRY

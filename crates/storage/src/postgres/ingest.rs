@@ -98,7 +98,7 @@ fn datum_key(row: &OracleRow) -> Result<LineKey, Error> {
 /// stored already, else the first of the batch's copies at its position.
 fn store_oracle(
     tx: &mut Transaction<'_>,
-    statements: &segments::Statements,
+    statements: &mut segments::Statements,
     specs: &HashMap<[u8; 32], i32>,
     rows: &[OracleRow],
 ) -> Result<(), Error> {
@@ -233,10 +233,10 @@ impl PgWriter {
             };
             ledger.push((dictionaries.parties[row.party.as_bytes()], line));
         }
-        segments::store(&mut tx, &self.ledger, ledger)?;
+        segments::store(&mut tx, &mut self.ledger, ledger)?;
         store_oracle(
             &mut tx,
-            &self.oracle,
+            &mut self.oracle,
             &dictionaries.specs,
             &batch.oracle_rows,
         )?;
@@ -325,6 +325,8 @@ impl IngestWriter for PgWriter {
         crate::model::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
             writer.highest = None;
+            writer.ledger.forget();
+            writer.oracle.forget();
         })
     }
 }

@@ -179,7 +179,7 @@ const MOVE_ROWS: i32 = 50_000;
 /// batch at a time, laid into `oracle_segments` as the writer lays a batch, then the two tables
 /// dropped.
 fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
-    let statements = segments::Statements::prepare(tx, &ORACLE)?;
+    let mut statements = segments::Statements::prepare(tx, &ORACLE)?;
     for sql in [
         format!("SELECT {ALL_DATA}, vega_time, block, seq, json FROM oracle_data ORDER BY vega_time, block, seq"),
         "SELECT spec, vega_time, block, seq, json FROM oracle_spec_data ORDER BY spec, vega_time, block, seq".to_owned(),
@@ -197,7 +197,7 @@ fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
                     (row.get(0), Line { key, asset: 0, csv: row.get(4) })
                 })
                 .collect();
-            segments::store(tx, &statements, lines)?;
+            segments::store(tx, &mut statements, lines)?;
         }
     }
     tx.batch_execute("DROP TABLE oracle_spec_data, oracle_data")

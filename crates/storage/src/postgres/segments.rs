@@ -82,7 +82,9 @@ impl Table {
     /// The stored segments each owner's lines fall among, or its small last segment to grow
     /// (see the module docs). Parameters: per owner its id, its first line's key (four columns)
     /// and its last line's vega time, as arrays; then the size prefix of the small tail. The
-    /// rows come in no order.
+    /// rows come in no order. Each owner's last segment comes too, without its blobs unless it
+    /// is the tail to grow (it may come twice): its key tells whether a rebuild ends the owner's
+    /// segments, which the writer then remembers.
     ///
     /// A lateral subquery per owner: a parameterised range scan of the primary key each, never
     /// a join that could hash the whole table (`query_plans.rs` pins it). The tail's size is
@@ -99,20 +101,23 @@ impl Table {
     FROM unnest($1::integer[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
                 $6::bigint[]) AS b (owner, time, block, seq, idx, high)
     CROSS JOIN LATERAL (
-        SELECT * FROM {name} s
+        SELECT s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines}, s.keys
+        FROM {name} s
         WHERE s.{owner} = b.owner
           AND (s.last_time, s.last_block, s.last_seq, s.last_idx)
               >= (b.time, b.block, b.seq, b.idx)
           AND s.first_time <= b.high
         UNION ALL
-        SELECT * FROM (
-            SELECT * FROM {name} s WHERE s.{owner} = b.owner
+        SELECT tail.{owner}, tail.last_time, tail.last_block, tail.last_seq, tail.last_idx,
+               CASE WHEN tail.grow THEN tail.{lines} END, CASE WHEN tail.grow THEN tail.keys END
+        FROM (
+            SELECT s.*, (s.last_time, s.last_block, s.last_seq, s.last_idx)
+                        < (b.time, b.block, b.seq, b.idx)
+                    AND substring(s.{lines} FOR 4) < $7 AS grow
+            FROM {name} s WHERE s.{owner} = b.owner
             ORDER BY s.last_time DESC, s.last_block DESC, s.last_seq DESC, s.last_idx DESC
             LIMIT 1
         ) tail
-        WHERE (tail.last_time, tail.last_block, tail.last_seq, tail.last_idx)
-              < (b.time, b.block, b.seq, b.idx)
-          AND substring(tail.{lines} FOR 4) < $7
     ) s"
         )
     }
@@ -131,13 +136,29 @@ impl Table {
     }
 }
 
-/// The writer's statements for one table, prepared once for its session: a batch then costs
-/// no parse round trips.
+/// The writer's statements for one table, prepared once for its session (a batch then costs
+/// no parse round trips), and the owners' last segments as far as it knows them.
 pub(super) struct Statements {
     table: &'static Table,
     touched: Statement,
     delete: Statement,
+    /// Each owner's last segment, by owner, when known: a batch that only appends to it reads
+    /// nothing back. Filled from what this writer committed (its lock keeps others out) and
+    /// emptied when a transaction fails ([`Statements::forget`]).
+    tails: HashMap<i32, Tail>,
+    /// The bytes of the small segments in `tails`, at most [`TAILS_BYTES`].
+    tail_bytes: usize,
 }
+
+/// An owner's last segment: its key, and the segment itself when it is small enough to grow.
+struct Tail {
+    last: LineKey,
+    small: Option<Segment>,
+}
+
+/// The most bytes of small last segments a writer keeps per table; an owner beyond it is read
+/// back by its next batch instead.
+const TAILS_BYTES: usize = 64 << 20;
 
 impl Statements {
     pub(super) fn prepare(
@@ -148,7 +169,33 @@ impl Statements {
             table,
             touched: client.prepare(&table.touched_sql()).map_err(map_err)?,
             delete: client.prepare(&table.delete_sql()).map_err(map_err)?,
+            tails: HashMap::new(),
+            tail_bytes: 0,
         })
+    }
+
+    /// Forgets the owners' last segments: a transaction that wrote them failed.
+    pub(super) fn forget(&mut self) {
+        self.tails.clear();
+        self.tail_bytes = 0;
+    }
+
+    /// Takes the last segment of `owner` if it is known and `first` comes after it.
+    fn take_tail(&mut self, owner: i32, first: LineKey) -> Option<Option<Stored>> {
+        let tail = self.tails.remove(&owner)?;
+        self.tail_bytes -= tail.small.as_ref().map_or(0, Segment::bytes);
+        (tail.last < first).then(|| tail.small.map(|small| (tail.last, small)))
+    }
+
+    /// Remembers the last segment of `owner`, within [`TAILS_BYTES`].
+    fn remember(&mut self, owner: i32, last: &Segment) {
+        let Some(key) = last.last_key() else { return };
+        let small = (last.csv.len() < self.table.small_tail).then(|| last.clone());
+        let bytes = small.as_ref().map_or(0, Segment::bytes);
+        if self.tail_bytes + bytes <= TAILS_BYTES {
+            self.tail_bytes += bytes;
+            self.tails.insert(owner, Tail { last: key, small });
+        }
     }
 }
 
@@ -166,7 +213,7 @@ pub(super) type Kept = HashMap<(i32, LineKey), Vec<u8>>;
 /// line elsewhere can write it as stored.
 pub(super) fn store(
     tx: &mut Transaction<'_>,
-    statements: &Statements,
+    statements: &mut Statements,
     mut lines: Vec<(i32, Line<'_>)>,
 ) -> Result<Kept, Error> {
     let mut kept = Kept::new();
@@ -178,16 +225,36 @@ pub(super) fn store(
         return Ok(kept);
     }
     let table = statements.table;
-    let mut stored = touched(tx, &statements.touched, table, &owners)?;
+    // Owners that only append to a last segment this writer knows need no reading back.
+    let mut known = HashMap::new();
+    let mut ask = Vec::new();
+    for owner_lines in &owners {
+        let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
+        match statements.take_tail(owner, first) {
+            Some(tail) => {
+                known.insert(owner, tail);
+            }
+            None => ask.push(*owner_lines),
+        }
+    }
+    let Touched {
+        mut stored,
+        last_keys,
+    } = if ask.is_empty() {
+        Touched::default()
+    } else {
+        touched(tx, &statements.touched, table, &ask)?
+    };
     let mut doomed = KeyColumns::default();
     let mut fresh = Vec::new();
     for owner_lines in owners {
         let owner = owner_lines[0].0;
-        let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored
-            .remove(&owner)
-            .unwrap_or_default()
-            .into_iter()
-            .unzip();
+        let appended = known.contains_key(&owner);
+        let stored = match known.remove(&owner) {
+            Some(tail) => tail.into_iter().collect(),
+            None => stored.remove(&owner).unwrap_or_default(),
+        };
+        let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored.into_iter().unzip();
         let new_lines = owner_lines.iter().map(|(_, line)| *line);
         // Appending (the usual case) meets no stored key: only a segment at or after the
         // first line can hold one.
@@ -210,6 +277,13 @@ pub(super) fn store(
         }
         for key in keys {
             doomed.push(owner, key);
+        }
+        // The rebuilt segments end the owner's when the batch only appended, or when none
+        // stored lies beyond them.
+        if let Some(last) = rebuilt.last()
+            && (appended || last.last_key() >= last_keys.get(&owner).copied())
+        {
+            statements.remember(owner, last);
         }
         fresh.extend(rebuilt.into_iter().map(|segment| (owner, segment)));
     }
@@ -246,13 +320,22 @@ impl KeyColumns {
     }
 }
 
-/// The stored segments to rewrite, by owner, each owner's in key order, their indexes checked.
+/// What the touched query read.
+#[derive(Default)]
+struct Touched {
+    /// The stored segments to rewrite, by owner, each owner's in key order.
+    stored: HashMap<i32, Vec<Stored>>,
+    /// The key of each owner's last stored segment (owners without one are absent).
+    last_keys: HashMap<i32, LineKey>,
+}
+
+/// The stored segments to rewrite, their indexes checked, and the owners' last keys.
 fn touched(
     tx: &mut Transaction<'_>,
     statement: &Statement,
     table: &Table,
     owners: &[&[(i32, Line<'_>)]],
-) -> Result<HashMap<i32, Vec<Stored>>, Error> {
+) -> Result<Touched, Error> {
     let mut first = KeyColumns::default();
     let mut high = Vec::with_capacity(owners.len());
     for lines in owners {
@@ -268,16 +351,23 @@ fn touched(
             &[owner, time, block, seq, idx, &high, &small_tail],
         )
         .map_err(map_err)?;
-    let mut stored: HashMap<i32, Vec<Stored>> = HashMap::new();
+    let mut read = Touched::default();
     for row in rows {
-        let key = (row.get(1), row.get(2), row.get(3), row.get(4));
-        let segment = Segment::from_stored(unpack(row.get(5))?, unpack(row.get(6))?)?;
-        stored.entry(row.get(0)).or_default().push((key, segment));
+        let owner: i32 = row.get(0);
+        let key: LineKey = (row.get(1), row.get(2), row.get(3), row.get(4));
+        let last = read.last_keys.entry(owner).or_insert(key);
+        *last = (*last).max(key);
+        // The owner's last segment comes without its blobs unless it is the tail to grow.
+        let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
+            continue;
+        };
+        let segment = Segment::from_stored(unpack(csv)?, unpack(keys)?)?;
+        read.stored.entry(owner).or_default().push((key, segment));
     }
-    for segments in stored.values_mut() {
+    for segments in read.stored.values_mut() {
         segments.sort_unstable_by_key(|(key, _)| *key);
     }
-    Ok(stored)
+    Ok(read)
 }
 
 /// The columns of a table of segments, as `COPY` writes them: owner, last key, first vega
