@@ -13,9 +13,10 @@ use crate::segment::{LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
 /// The most segments a scan's first statement looks at: it returns only as many of them as hold
-/// the data asked for, by their line counts, which is three or four for a page of a hundred (`segments::ORACLE`), so one statement almost always
-/// does; the others cost it an index entry and a small heap row each. A scan that needs more
-/// looks at four times as many with each further statement.
+/// the data asked for, by their line counts, which is three or four for a page of a hundred
+/// (`segments::ORACLE`), so one statement almost always does; the others cost it an index entry
+/// and a small heap row each. A scan that needs more looks at four times as many with each
+/// further statement.
 const FIRST_SEGMENTS: i64 = 8;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
@@ -128,9 +129,9 @@ impl SegmentScan {
     /// The SQL: `$1` the spec's key, `$2` the most segments to look at, `$3` how many data are
     /// asked for, then the anchor when `anchored`. Of the segments looked at, in scan order, it
     /// returns those before the data asked for are counted (by the segments' `lines`): each
-    /// row is a segment's lines and index. A range scan of an index in its order (`query_plans.rs`
-    /// pins them) that reads no more than `$2` segments' rows and fetches the blobs only of those
-    /// it returns.
+    /// row is a segment's lines and index. A range scan of an index in its order
+    /// (`query_plans.rs` pins them) that reads no more than `$2` segments' rows and fetches the
+    /// blobs only of those it returns.
     pub(crate) fn sql(self) -> String {
         let (end, dir) = if self.descending {
             ("first", "DESC")
