@@ -141,9 +141,10 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // 5: oracle data in segments (`segments.rs`, table `ORACLE`): per spec the data that matched
     // it, and under spec 0 every datum, each segment's JSON lines and index compressed like the
     // ledger's, keyed by the spec and its last datum's position, and found by its first
-    // datum's too. A page reads three or four segments instead of a hundred rows, and an ingest writes a few hundred segments a batch
-    // instead of a row per datum and per match. The stored bytes are those of row format 3; the
-    // rows of `oracle_data` and `oracle_spec_data` are moved by `oracle_into_segments`.
+    // datum's too. A page reads three or four segments instead of a hundred rows, and an
+    // ingest writes a few hundred segments a batch instead of a row per datum and per match.
+    // The stored bytes are those of row format 3; the rows of `oracle_data` and
+    // `oracle_spec_data` are moved by `oracle_into_segments`.
     Migration {
         sql: "
     CREATE TABLE oracle_segments (
@@ -181,8 +182,13 @@ const MOVE_ROWS: i32 = 50_000;
 fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
     let mut statements = segments::Statements::prepare(tx, &ORACLE)?;
     for sql in [
-        format!("SELECT {ALL_DATA}, vega_time, block, seq, json FROM oracle_data ORDER BY vega_time, block, seq"),
-        "SELECT spec, vega_time, block, seq, json FROM oracle_spec_data ORDER BY spec, vega_time, block, seq".to_owned(),
+        format!(
+            "SELECT {ALL_DATA}, vega_time, block, seq, json FROM oracle_data \
+             ORDER BY vega_time, block, seq"
+        ),
+        "SELECT spec, vega_time, block, seq, json FROM oracle_spec_data \
+         ORDER BY spec, vega_time, block, seq"
+            .to_owned(),
     ] {
         let portal = tx.bind(&sql, &[]).map_err(map_err)?;
         loop {
@@ -194,7 +200,14 @@ fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
                 .iter()
                 .map(|row| {
                     let key = (row.get(1), row.get(2), row.get(3), 0);
-                    (row.get(0), Line { key, asset: 0, csv: row.get(4) })
+                    (
+                        row.get(0),
+                        Line {
+                            key,
+                            asset: 0,
+                            csv: row.get(4),
+                        },
+                    )
                 })
                 .collect();
             segments::store(tx, &mut statements, lines)?;
