@@ -5,6 +5,8 @@
 //! the two segments at the edges of a time window, and every segment of a one-asset export, are
 //! cut line by line through the index. Both backends store segments the same way: the lines
 //! (`csv`) and the index (`keys`) as two blobs, keyed by the party and the last line's key.
+//! PostgreSQL stores its oracle data in segments too (`postgres/segments.rs`): there a line is
+//! a datum's JSON, its key the datum's position with entry index 0, its asset 0.
 //!
 //! The index holds one [`INDEX_ENTRY`]-byte entry per line, little-endian: vega time (i64), block
 //! (i64), sequence number (i64), entry index (i64), asset dictionary id (i64), and the offset in
@@ -41,7 +43,7 @@ pub(crate) struct Line<'a> {
     pub key: LineKey,
     /// The asset's dictionary id.
     pub asset: i64,
-    /// The finished CSV line, with its `\n`.
+    /// The finished CSV line, with its `\n` (in an oracle segment, a datum's JSON).
     pub csv: &'a [u8],
 }
 
@@ -59,7 +61,7 @@ impl Segment {
     pub(crate) fn push(&mut self, key: LineKey, asset: i64, csv: &[u8]) -> Result<(), Error> {
         self.csv.extend_from_slice(csv);
         let end = u32::try_from(self.csv.len())
-            .map_err(|_| Error::Internal("a ledger segment outgrew 4 GiB".into()))?;
+            .map_err(|_| Error::Internal("a segment outgrew 4 GiB".into()))?;
         for value in [key.0, key.1, key.2, key.3, asset] {
             self.keys.extend_from_slice(&value.to_le_bytes());
         }
@@ -115,7 +117,7 @@ impl<'a> SegmentRef<'a> {
     /// Checks a stored segment: whole index entries, line ends ascending and within the lines,
     /// the last one at their end, keys ascending.
     pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
-        let corrupt = |what: &str| Err(Error::Corrupt(format!("ledger segment: {what}")));
+        let corrupt = |what: &str| Err(Error::Corrupt(format!("segment: {what}")));
         if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
         }

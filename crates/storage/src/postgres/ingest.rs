@@ -4,7 +4,9 @@
 //! few stored segments a batch touches are read, rebuilt with its lines, deleted and copied in
 //! again (binary `COPY`), all in the batch's transaction. A datum is a line of the segments of
 //! all data and one of each spec it matched, the same bytes in each: a re-run that brings other
-//! bytes for a stored datum (with a new match, say) writes the stored bytes.
+//! bytes for a stored datum (with a new match, say) writes the stored bytes. The batch's blocks
+//! are copied in when they all lie above the highest stored one (a stream's new blocks), and
+//! merged with the stored ones otherwise.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +15,7 @@ use postgres::types::Type;
 use postgres::{Client, GenericClient, Transaction};
 
 use super::map_err;
-use super::segments::{self, ALL_DATA, Kept, LEDGER, ORACLE};
+use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use crate::segment::{Line, LineKey};
 use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, OracleRow};
 
@@ -117,7 +119,7 @@ fn store_oracle(
             )
         })
         .collect();
-    let kept: Kept = segments::store(tx, statements, data)?;
+    let kept = segments::store(tx, statements, data)?;
     // A stream's data come in position order; two at one position in a batch (a stream that
     // repeats itself) read as the first, the one stored.
     let mut first: HashMap<LineKey, &[u8]> = HashMap::new();

@@ -32,7 +32,7 @@ pub(super) fn size_prefix(size: usize) -> Vec<u8> {
 /// Compresses a blob for storage.
 pub(super) fn pack(bytes: &[u8]) -> Result<Vec<u8>, Error> {
     let size = u32::try_from(bytes.len())
-        .map_err(|_| Error::Internal("a ledger segment outgrew 4 GiB".into()))?;
+        .map_err(|_| Error::Internal("a segment outgrew 4 GiB".into()))?;
     let mut packed = vec![0; PREFIX + get_maximum_output_size(bytes.len())];
     packed[..PREFIX].copy_from_slice(&size.to_be_bytes());
     let written = compress_into(bytes, &mut packed[PREFIX..])
@@ -45,7 +45,7 @@ pub(super) fn pack(bytes: &[u8]) -> Result<Vec<u8>, Error> {
 /// exactly the blob's bytes. A blob that does not decompress to the size it states is
 /// [`Error::Corrupt`].
 pub(super) fn unpack_into(packed: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-    let corrupt = |what: String| Error::Corrupt(format!("compressed ledger segment: {what}"));
+    let corrupt = |what: String| Error::Corrupt(format!("compressed segment: {what}"));
     let Some((prefix, block)) = packed.split_first_chunk::<PREFIX>() else {
         return Err(corrupt(format!("{} bytes", packed.len())));
     };

@@ -2,14 +2,15 @@
 //! Two tables hold segments ([`Table`]): the ledger's, one owner per party, and the oracle
 //! data's, whose owner is a spec (or 0 for all data, matched or not), each line a datum's JSON.
 //!
-//! One query reads, for every owner of the batch at once, the stored segments that the owner's
-//! lines fall among: those whose last key is at or after the owner's first line in the batch and
-//! whose first vega time is not after its last line's. When there are none because the lines
-//! all come after what is stored (the usual append), it reads instead the owner's last segment
-//! if it is shorter than the table's small tail, so that a stream committed a block at a time
-//! still fills segments. `segment::rebuild` merges what was read, decompressed, with the lines;
-//! the segments read are deleted by key and the result is compressed (`packed.rs`) and copied
-//! in.
+//! The writer remembers each owner's last segment (`Statements`): an owner whose lines all come
+//! after it needs nothing read back. For the others, one query reads, for all of them at once,
+//! the stored segments that the owner's lines fall among: those whose last key is at or after
+//! the owner's first line in the batch and whose first vega time is not after its last line's.
+//! When there are none because the lines all come after what is stored (an append), it reads
+//! instead the owner's last segment if it is shorter than the table's small tail, so that a
+//! stream committed a block at a time still fills segments. `segment::rebuild` merges what was
+//! read, decompressed, with the lines; the segments read are deleted by key and the result is
+//! compressed (`packed.rs`) and copied in.
 //!
 //! The rewrite covers a key range holding no other segment of the owner (segments never
 //! overlap, and a segment left out lies wholly before the owner's first line or wholly after
@@ -249,8 +250,9 @@ pub(super) fn store(
     let mut fresh = Vec::new();
     for owner_lines in owners {
         let owner = owner_lines[0].0;
-        let appended = known.contains_key(&owner);
-        let stored = match known.remove(&owner) {
+        let remembered = known.remove(&owner);
+        let appended = remembered.is_some();
+        let stored = match remembered {
             Some(tail) => tail.into_iter().collect(),
             None => stored.remove(&owner).unwrap_or_default(),
         };
