@@ -5,15 +5,13 @@
 //! Each stream is generated into `<dir>/ingest-formats/` and ingested by the real `server
 //! ingest` into a fresh database, so the figures are those of the command users run.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use eventgen::{Format, GenerateConfig};
 
-use crate::process;
+use crate::{dataset, process};
 
 /// The share of other events in the stream shaped like a real node's.
 const REAL_OTHER_SHARE: f64 = 0.9;
@@ -42,10 +40,7 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
     for (idx, (name, config, format)) in streams.into_iter().enumerate() {
         let events = dir.join(format!("stream-{idx}"));
         let generated = Instant::now();
-        let file =
-            File::create(&events).with_context(|| format!("cannot create {}", events.display()))?;
-        let summary = eventgen::generate_as(config, format, &mut BufWriter::new(file))
-            .with_context(|| format!("cannot generate {}", events.display()))?;
+        let summary = dataset::write_events(&events, config, format)?;
         eprintln!(
             "bench: generated {name} in {:.1} s",
             generated.elapsed().as_secs_f64()
