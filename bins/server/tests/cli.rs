@@ -10,20 +10,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::server;
+
 /// How long a test waits for something that should happen (a server listening, a log line, a
 /// block stored): generous, because a debug build on a machine shared with other builds can be
 /// very slow (the quick start builds its demo database first), while every wait returns as soon
 /// as its condition holds.
 const PATIENCE: Duration = Duration::from_secs(90);
-
-fn server() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
-    command
-        .env_remove("DATANODE_DB")
-        .env_remove("DATANODE_LISTEN")
-        .env("RUST_LOG", "info");
-    command
-}
 
 #[track_caller]
 fn run_ok(command: &mut Command) -> Output {

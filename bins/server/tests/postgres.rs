@@ -15,14 +15,8 @@ use std::time::Duration;
 
 use storage::postgres::testing::TestDatabase;
 
-fn server() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
-    command
-        .env_remove("DATANODE_DB")
-        .env_remove("DATANODE_LISTEN")
-        .env("RUST_LOG", "info");
-    command
-}
+mod common;
+use common::server;
 
 fn output(command: &mut Command) -> (bool, String) {
     let Output {
