@@ -7,8 +7,8 @@
 //! report gives the sustained events/s end to end (first message sent to last block visible in
 //! `/metrics`) and the page p50/p99 idle and under ingest.
 //!
-//! The server cannot tell the bench its ingest port, so the bench picks a free one (binds port
-//! 0 and frees it) and passes it.
+//! The ingest listens on port 0, a port the system picks, and the bench reads which one from
+//! the server's log.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,6 +21,30 @@ use sp_pair::PairSender;
 use crate::http_client::{Accept, Connection};
 use crate::process::{self, ServerProcess};
 use crate::stats::Summary;
+
+/// The address the server's socket ingest listens on, from the line of the server's log (at
+/// `log`) that says it waits for a core node; it comes once the ingest's thread has bound it.
+fn ingest_address(log: &Path) -> Result<SocketAddr> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let address = text
+            .lines()
+            .filter(|line| line.contains("waiting for a Vega core node"))
+            .find_map(|line| line.split_once("address=\"tcp://")?.1.split_once('"'));
+        if let Some((address, _)) = address {
+            return address
+                .parse()
+                .with_context(|| format!("not an address in {}: {address}", log.display()));
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the server's ingest did not listen within a minute (see {})",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// The page measured: the first page of 100 oracle data, newest first.
 const PAGE: &str = "/api/v2/oracle/data?pagination.first=100";
@@ -55,16 +79,13 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
         .context("cannot generate the live stream")?;
     let last_height = live.start_height + summary.blocks - 1;
 
-    let ingest_addr = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind")?;
-        probe.local_addr().context("no local address")?
-    };
     let serving = ServerProcess::start_with(
         server,
         db.as_os_str(),
         &dir,
-        &["--ingest".to_owned(), format!("tcp://{ingest_addr}")],
+        &["--ingest".to_owned(), "tcp://127.0.0.1:0".to_owned()],
     )?;
+    let ingest_addr = ingest_address(&dir.join("server.log"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

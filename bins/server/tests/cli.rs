@@ -594,10 +594,15 @@ impl Stream {
     }
 }
 
-/// A loopback address no one listens on (bound and freed again: the server binds it next).
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
+/// Waits until the ingest of `serving` listens for a core node, and answers its address
+/// (`HOST:PORT`) from the log line that says so: asked for port 0, it binds one the system
+/// picks, so that no other test can take it in between.
+fn ingest_address(serving: &Serving) -> String {
+    let line = serving.log_line(|line| line.contains("waiting for a Vega core node"));
+    line.split_once("address=\"tcp://")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(address, _)| address.to_owned())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
 }
 
 /// Whether nngcat (Debian package nng-utils), a pair peer we did not write, is here; under CI
@@ -634,12 +639,13 @@ fn nngcat_feeds_the_socket_and_the_answers_match_the_ndjson_path() {
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(&expected_db),
     );
-    let url = format!("tcp://{}", free_address());
     let socket = serve(
         server()
-            .args(["serve", "--listen", "127.0.0.1:0", "--ingest", &url, "--db"])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["--ingest", "tcp://127.0.0.1:0", "--db"])
             .arg(dir.path().join("socket.sqlite")),
     );
+    let url = format!("tcp://{}", ingest_address(&socket));
     // nngcat sends one message per run: one connection per event, so every block is cut by
     // its peer after each event and goes on with the next peer. `--recv-timeout 1`: nngcat
     // sends, waits a second and closes; it dials again while the socket still holds the
@@ -677,15 +683,14 @@ fn socket_ingest_stops_at_a_block_boundary_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let stream = Stream::generate(dir.path(), "3");
     let starts = stream.block_starts();
-    let address = free_address();
     let db = dir.path().join("db.sqlite");
     let mut ingest = spawn_logged(
         server()
             .args(["ingest", "--progress", "--db"])
             .arg(&db)
-            .arg(format!("tcp://{address}")),
+            .arg("tcp://127.0.0.1:0"),
     );
-    ingest.log_line(|line| line.contains("waiting for a Vega core node"));
+    let address = ingest_address(&ingest);
     // Block 1 whole and the start of block 2, from a peer that stays connected.
     let mut peer = sp_pair::PairSender::dial(&address).unwrap();
     let half = starts[1] + 2;
@@ -717,15 +722,13 @@ fn a_served_block_shows_at_its_end_block_without_waiting_for_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let stream = Stream::generate(dir.path(), "2");
     let starts = stream.block_starts();
-    let address = free_address();
     let serving = serve(
         server()
-            .args(["serve", "--listen", "127.0.0.1:0", "--ingest"])
-            .arg(format!("tcp://{address}"))
-            .arg("--db")
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["--ingest", "tcp://127.0.0.1:0", "--db"])
             .arg(dir.path().join("db.sqlite")),
     );
-    serving.log_line(|line| line.contains("waiting for a Vega core node"));
+    let address = ingest_address(&serving);
     let target = "/api/v2/oracle/data?pagination.first=1000";
     assert!(body_of(&serving.addr, target).contains(r#""edges":[]"#));
     // Block 1 ending with its END_BLOCK, and nothing of block 2: the peer stays connected.
