@@ -283,7 +283,7 @@ fn generate(dir: &Path, config: &GenerateConfig, format: Format) -> Result<Gener
 /// Generates the events of `config` into a new file at `path`, and waits until the file is on
 /// disk: otherwise the kernel writes gigabytes of it back while the ingest that follows is
 /// timed, and the ingest's own writes queue behind them (a fresh dataset's ingest measured
-/// 14–15 s of system time against 4 s for the same ingest of a dataset already on disk).
+/// 11–15 s of system time against 4 s for the same ingest of a dataset already on disk).
 pub(crate) fn write_events(
     path: &Path,
     config: &GenerateConfig,

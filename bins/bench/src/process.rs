@@ -134,6 +134,8 @@ pub(crate) struct ServerProcess {
     child: KillOnDrop,
     pub(crate) addr: SocketAddr,
     pub(crate) command: String,
+    /// Where its output goes.
+    pub(crate) log: PathBuf,
 }
 
 impl ServerProcess {
@@ -176,6 +178,7 @@ impl ServerProcess {
             child,
             addr,
             command: shown,
+            log: log_path,
         })
     }
 

@@ -85,7 +85,7 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
         &dir,
         &["--ingest".to_owned(), "tcp://127.0.0.1:0".to_owned()],
     )?;
-    let ingest_addr = ingest_address(&dir.join("server.log"))?;
+    let ingest_addr = ingest_address(&serving.log)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
