@@ -13,18 +13,18 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use eventgen::GenerateConfig;
 use ingest::IngestOptions;
-use storage::{BlockState, IngestBatch, IngestWriter, SqliteConfig, SqliteStore};
+use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter, SqliteConfig, SqliteStore};
 
 /// Stores nothing: what is left is the pipeline's own cost.
 struct NullWriter;
 
 impl IngestWriter for NullWriter {
-    fn last_block(&mut self) -> Result<Option<u64>, storage::Error> {
-        Ok(None)
+    fn chain(&mut self) -> Result<ChainState, storage::Error> {
+        Ok(ChainState::default())
     }
 
-    fn block_state(&mut self, _height: u64) -> Result<Option<BlockState>, storage::Error> {
-        Ok(None)
+    fn blocks(&mut self, _height: u64) -> Result<Vec<BlockRecord>, storage::Error> {
+        Ok(Vec::new())
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {

@@ -5,19 +5,26 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use ledger_core::{EntryKey, VEGA_TIME_LEN, VegaTime, restamp, vega_time_column};
 use oracle_core::Position;
-use storage::{BlockRecord, BlockState, IngestBatch, LedgerRow, OracleRow};
+use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
+use crate::frames::PeerControl;
 use crate::pipeline::IngestOptions;
-use crate::prepare::{Item, Prepared};
+use crate::prepare::{Item, Label, Prepared};
 use crate::reader::{Chunks, Message};
 use crate::writer::{Done, Job, StoreHandle};
-use crate::{IngestError, IngestStats};
+use crate::{IngestError, IngestStats, StreamError};
 
 /// The block being assembled.
 struct OpenBlock {
     height: u64,
+    /// Its hash, when the stream names one.
+    hash: Option<Arc<str>>,
+    /// Added to its events' sequence numbers in the rows' keys (see [`BlockRecord`]).
+    seq_base: u64,
     /// What an earlier run already stored of this block: its events are skipped.
     stored: Option<BlockState>,
     vega_time: Option<i64>,
@@ -33,10 +40,79 @@ struct OpenBlock {
     entries: u64,
 }
 
+/// What the assembler knows of the chain, to hold the stream to its rules (see
+/// [`StreamError`]).
+struct Chain {
+    /// The chain id, stored or of the stream's first block that named one.
+    id: Option<Arc<str>>,
+    /// Whether the store has yet to record `id`: the next batch carries it.
+    record_id: bool,
+    /// The chain's first height, stored or of this run's first block: the one height with two
+    /// blocks.
+    first_height: Option<u64>,
+    /// The last stored height when the run began: the stream's first block may not lie above
+    /// the one after it.
+    stored_last: Option<u64>,
+    /// The height of this run's last complete block (kept, or found stored): a block dropped
+    /// as incomplete leaves a hole that the next block may not skip.
+    previous: Option<u64>,
+}
+
+impl Chain {
+    fn new(stored: ChainState) -> Self {
+        Self {
+            id: stored.chain_id.map(Arc::from),
+            record_id: false,
+            first_height: stored.first.map(|block| block.height),
+            stored_last: stored.last.map(|block| block.height),
+            previous: None,
+        }
+    }
+
+    /// Checks a new block's chain id and height against the chain before it is opened.
+    fn check(&mut self, height: u64, label: &Label) -> Result<(), StreamError> {
+        if let Some(found) = &label.chain_id {
+            match &self.id {
+                Some(stored) if stored != found => {
+                    return Err(StreamError::OtherChain {
+                        stored: stored.to_string(),
+                        found: found.to_string(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    self.id = Some(Arc::clone(found));
+                    self.record_id = true;
+                }
+            }
+        }
+        match (self.previous, self.stored_last) {
+            (Some(from), _) if height > from + 1 => Err(StreamError::Missing {
+                missing: from + 1,
+                from,
+                to: height,
+            }),
+            (None, Some(stored)) if height > stored + 1 => Err(StreamError::MissingAfterStored {
+                missing: stored + 1,
+                stored,
+                to: height,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 pub(crate) struct Assembler<'o, 'p> {
     store: StoreHandle,
     options: &'o IngestOptions<'o>,
     progress: &'p mut dyn FnMut(&IngestStats),
+    chain: Chain,
+    /// For a live source: closes a connection whose stream breaks the chain's rules.
+    peer: Option<PeerControl>,
+    /// Connections of a live source ended so far (see [`PeerControl`]).
+    connection: u64,
+    /// The current connection's stream was refused: its events are dropped until it ends.
+    refused: bool,
     /// Heights up to this one may be stored already (by an earlier run, or earlier in this
     /// one) and are looked up; higher ones are new.
     known_height: Option<u64>,
@@ -59,14 +135,19 @@ impl<'o, 'p> Assembler<'o, 'p> {
     pub(crate) fn new(
         store: StoreHandle,
         options: &'o IngestOptions<'o>,
-        last_stored: Option<u64>,
+        stored: ChainState,
+        peer: Option<PeerControl>,
         progress: &'p mut dyn FnMut(&IngestStats),
     ) -> Self {
         Self {
             store,
             options,
             progress,
-            known_height: last_stored,
+            known_height: stored.last.map(|block| block.height),
+            chain: Chain::new(stored),
+            peer,
+            connection: 0,
+            refused: false,
             vega_time: None,
             time_column: None,
             saw_end_block: false,
@@ -103,12 +184,14 @@ impl<'o, 'p> Assembler<'o, 'p> {
                         if let Some(block) = &mut self.block {
                             block.interrupted = true;
                         }
+                        self.connection_ended();
                         self.commit()?;
                         continue;
                     }
                     Message::Refused => {
                         // The refused record may have belonged to the open block: drop it whole.
                         self.drop_block();
+                        self.connection_ended();
                         self.commit()?;
                         continue;
                     }
@@ -120,7 +203,15 @@ impl<'o, 'p> Assembler<'o, 'p> {
                         return Err(err);
                     }
                 };
-                if self.accept(event)? {
+                if self.refused {
+                    // Sent on a connection already asked to close.
+                    continue;
+                }
+                let accepted = match self.accept(event) {
+                    Err(IngestError::Stream(err)) => self.refuse(err),
+                    accepted => accepted,
+                };
+                if accepted? {
                     // A block boundary: the place to commit or to stop.
                     if self.batch_due() {
                         self.flush()?;
@@ -157,6 +248,27 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 .is_some_and(|started| started.elapsed() >= self.options.max_batch_age)
     }
 
+    /// A live source's connection ended: the next one starts afresh.
+    fn connection_ended(&mut self) {
+        self.connection += 1;
+        self.refused = false;
+    }
+
+    /// The stream broke the chain's rules: a live source's connection is closed and the
+    /// ingest goes on with the next one; any other input stops, with every complete block
+    /// before the one that broke them committed.
+    fn refuse(&mut self, err: StreamError) -> Result<bool, IngestError> {
+        self.drop_block();
+        self.commit()?;
+        let Some(peer) = &self.peer else {
+            return Err(err.into());
+        };
+        tracing::error!("{err}; closing the connection");
+        peer.close(self.connection);
+        self.refused = true;
+        Ok(false)
+    }
+
     /// Drops the open block, if any, as incomplete.
     fn drop_block(&mut self) {
         if let Some(block) = self.block.take() {
@@ -170,7 +282,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
         if self
             .block
             .as_ref()
-            .is_some_and(|block| block.height != event.height)
+            .is_some_and(|block| !block.is(event.height, &event.label))
         {
             let block = self.block.take().expect("checked above");
             if block.interrupted {
@@ -183,9 +295,10 @@ impl<'o, 'p> Assembler<'o, 'p> {
             }
         }
         if self.block.is_none() {
-            self.open(event.height)?;
+            self.open(event.height, &event.label)?;
         }
         let block = self.block.as_mut().expect("opened above");
+        let seq = block.seq_base + event.seq;
         block.interrupted = false;
         block.last_seq = block.last_seq.max(event.seq);
         let skip = block
@@ -231,7 +344,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
                         key: EntryKey {
                             vega_time: VegaTime::from_nanos(time),
                             block: event.height,
-                            seq: event.seq,
+                            seq,
                             index: row.index,
                         },
                         csv_line: row.csv_line,
@@ -247,7 +360,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 let position = Position {
                     vega_time: self.vega_time.unwrap_or(broadcast_at),
                     block: event.height,
-                    seq: event.seq,
+                    seq,
                 };
                 block.oracle_rows.push(OracleRow {
                     position,
@@ -260,25 +373,31 @@ impl<'o, 'p> Assembler<'o, 'p> {
     }
 
     /// Starts block `height`, picking up what an earlier run stored of it.
-    fn open(&mut self, height: u64) -> Result<(), IngestError> {
-        let stored = if self.known_height.is_some_and(|known| height <= known) {
+    fn open(&mut self, height: u64, label: &Label) -> Result<(), IngestError> {
+        self.chain.check(height, label)?;
+        let (seq_base, stored) = if self.known_height.is_some_and(|known| height <= known) {
             // The block may be stored, maybe by this very run (overlapping inputs back to
-            // back): everything before it must be committed before it is looked up.
+            // back, or the first height's second block): everything before it must be
+            // committed before it is looked up.
             self.commit()?;
-            self.store.send(Job::BlockState(height))?;
-            match self.store.answer()? {
-                Done::BlockState(state) => state?,
+            self.store.send(Job::Blocks(height))?;
+            let stored = match self.store.answer()? {
+                Done::Blocks(blocks) => blocks?,
                 Done::Committed(_) => unreachable!("no commit is in flight after commit()"),
-            }
+            };
+            self.identify(height, label, &stored)?
         } else {
-            None
+            (0, None)
         };
         self.known_height = self.known_height.max(Some(height));
+        self.chain.first_height.get_or_insert(height);
         if let Some(time) = stored.and_then(|s| s.vega_time) {
             self.vega_time = Some(time);
         }
         self.block = Some(OpenBlock {
             height,
+            hash: label.block.clone(),
+            seq_base,
             stored,
             vega_time: stored.and_then(|s| s.vega_time),
             last_seq: 0,
@@ -292,8 +411,41 @@ impl<'o, 'p> Assembler<'o, 'p> {
         Ok(())
     }
 
+    /// Which of the blocks `stored` at `height` the stream's block is: its `seq_base` and what
+    /// is stored of it.
+    fn identify(
+        &self,
+        height: u64,
+        label: &Label,
+        stored: &[BlockRecord],
+    ) -> Result<(u64, Option<BlockState>), StreamError> {
+        let hash = label.block.as_deref();
+        if let Some(same) = stored
+            .iter()
+            .find(|block| same_hash(block.hash.as_deref(), hash))
+        {
+            return Ok((same.seq_base, Some(same.state)));
+        }
+        match (stored, self.chain.previous) {
+            // Not stored, and below the stream's last block.
+            ([], Some(after)) if height <= after => Err(StreamError::WentBack { height, after }),
+            // Not stored, below the stored blocks (a database that begins at a snapshot).
+            ([], _) => Ok((0, None)),
+            // The second block of the chain's first height: its rows follow the first one's.
+            ([first], _) if self.chain.first_height == Some(height) => {
+                Ok((first.seq_base + first.state.last_seq, None))
+            }
+            ([first, ..], _) => Err(StreamError::OtherBlock {
+                height,
+                stored: first.hash.clone().unwrap_or_default(),
+                found: hash.unwrap_or_default().to_owned(),
+            }),
+        }
+    }
+
     /// Moves a complete block into the batch.
     fn close(&mut self, mut block: OpenBlock) {
+        self.chain.previous = Some(block.height);
         let unchanged = block.events == 0
             && block
                 .stored
@@ -302,8 +454,14 @@ impl<'o, 'p> Assembler<'o, 'p> {
             // Stored whole by an earlier run: nothing to write, not even its record.
             return;
         }
+        if self.chain.record_id {
+            self.chain.record_id = false;
+            self.batch.chain_id = self.chain.id.as_deref().map(str::to_owned);
+        }
         self.batch.blocks.push(BlockRecord {
             height: block.height,
+            hash: block.hash.as_deref().map(str::to_owned),
+            seq_base: block.seq_base,
             state: BlockState {
                 vega_time: block.vega_time,
                 last_seq: block.last_seq,
@@ -344,8 +502,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
             Done::Committed(result) => {
                 self.spare = Some(result?);
             }
-            Done::BlockState(_) => {
-                unreachable!("a block state is only asked with nothing in flight")
+            Done::Blocks(_) => {
+                unreachable!("stored blocks are only asked with nothing in flight")
             }
         }
         self.stats.absorb(&committed);
@@ -357,6 +515,22 @@ impl<'o, 'p> Assembler<'o, 'p> {
     fn commit(&mut self) -> Result<(), IngestError> {
         self.flush()?;
         self.settle()
+    }
+}
+
+impl OpenBlock {
+    /// Whether an event of block `height` labelled `label` belongs to this block: the same
+    /// height and hash (a missing hash matches any).
+    fn is(&self, height: u64, label: &Label) -> bool {
+        self.height == height && same_hash(self.hash.as_deref(), label.block.as_deref())
+    }
+}
+
+/// Whether two block hashes name the same block: equal, or one of them unknown.
+fn same_hash(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
     }
 }
 

@@ -26,12 +26,78 @@ pub enum IngestError {
         #[source]
         error: io::Error,
     },
+    /// The stream breaks the rules of one chain in one database: nothing of the block that
+    /// broke them was stored, every complete block before it was.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
     /// The store refused the write.
     #[error("cannot write to the store")]
     Store(#[from] storage::Error),
     /// The thread that writes to the store stopped before the ingest did.
     #[error("the store writer thread stopped")]
     WriterGone,
+}
+
+/// How a stream breaks the rules of one chain in one database: heights rise by one from the last
+/// stored block (a chain's first height comes twice: the genesis or checkpoint block, then the
+/// first real block), every block of one chain, one block per height and hash.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The stream skips a height.
+    #[error("block {missing} is missing: the stream went from {from} to {to}")]
+    Missing {
+        /// The first height missing.
+        missing: u64,
+        /// The height before the hole.
+        from: u64,
+        /// The height after it.
+        to: u64,
+    },
+    /// The stream begins above the block after the last stored one.
+    #[error(
+        "block {missing} is missing: the database ends at block {stored} and the stream \
+         starts at {to}"
+    )]
+    MissingAfterStored {
+        /// The first height missing.
+        missing: u64,
+        /// The last stored height.
+        stored: u64,
+        /// The stream's first height.
+        to: u64,
+    },
+    /// The stream goes back to a height it has not stored.
+    #[error("block {height} came after block {after}, and is not stored: heights rise by one")]
+    WentBack {
+        /// The height.
+        height: u64,
+        /// The height before it in the stream.
+        after: u64,
+    },
+    /// The stream is of another chain than the database.
+    #[error(
+        "the stream is of chain {found:?}, the database holds chain {stored:?}: one database \
+         holds one chain"
+    )]
+    OtherChain {
+        /// The chain id stored (or of the stream's first block).
+        stored: String,
+        /// The chain id of the stream.
+        found: String,
+    },
+    /// A block whose height is stored with another hash, beyond the first height's two blocks.
+    #[error(
+        "block {height} has hash {found}, the database holds block {height} with hash {stored}"
+    )]
+    OtherBlock {
+        /// The height.
+        height: u64,
+        /// The stored block's hash.
+        stored: String,
+        /// The stream block's hash.
+        found: String,
+    },
 }
 
 /// Where a record is: the same shape for every input format.

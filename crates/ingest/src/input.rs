@@ -11,7 +11,7 @@ use flate2::read::MultiGzDecoder;
 use crate::error::{IngestError, Location};
 use crate::frames::lines::Lines;
 use crate::frames::records::Records;
-use crate::frames::{Frames, READ_BUFFER, Reader, Step};
+use crate::frames::{Frames, PeerControl, READ_BUFFER, Reader, Step};
 
 /// An input's format: how its records are framed and encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,14 @@ impl Input {
     /// a bad record (see [`Frames::reject`]), so they are decoded as they are framed.
     pub(crate) fn is_framed_by_caller(&self) -> bool {
         matches!(self.0, Source::Frames(_))
+    }
+
+    /// The handle to close a live source's connections, for a source that has them.
+    pub(crate) fn peer_control(&self) -> Option<PeerControl> {
+        match &self.0 {
+            Source::Frames(frames) => frames.peer_control(),
+            _ => None,
+        }
     }
 
     /// The records of this input. Runs on the reader thread: opening may wait on the input.

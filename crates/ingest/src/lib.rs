@@ -37,9 +37,9 @@ mod tests;
 mod transcode;
 mod writer;
 
-pub use error::{EventError, IngestError, Location, RecordError};
+pub use error::{EventError, IngestError, Location, RecordError, StreamError};
 pub use frames::socket::Socket;
-pub use frames::{Encoding, Frames, Step};
+pub use frames::{Encoding, Frames, PeerControl, Step};
 pub use input::{Format, Input};
 pub use pipeline::{DEFAULT_MAX_RECORD_BYTES, IngestOptions, ingest};
 

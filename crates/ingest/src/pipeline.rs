@@ -79,7 +79,8 @@ pub fn ingest(
     progress: &mut dyn FnMut(&IngestStats),
 ) -> Result<IngestStats, IngestError> {
     let input = input.into();
-    let last_stored = writer.last_block()?;
+    let stored = writer.chain()?;
+    let peer = input.peer_control();
     let (mut chunks, reader) = crate::reader::spawn(input, options)?;
     // One batch being committed while the next one fills: double buffering.
     let (job_sender, jobs) = mpsc::sync_channel::<Job>(1);
@@ -91,7 +92,7 @@ pub fn ingest(
             done,
             in_flight: None,
         };
-        let mut assembler = Assembler::new(store, options, last_stored, progress);
+        let mut assembler = Assembler::new(store, options, stored, peer, progress);
         // Dropping the assembler at the end of the scope closes the writer's job channel, so
         // the writer thread ends whenever this one stops, early or not.
         assembler.run(&mut chunks)

@@ -15,12 +15,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ledger_core::CsvRowEncoder;
-
-use crate::decode::{Event, json, proto};
-use crate::error::{IngestError, Location, RecordError};
+use crate::error::{IngestError, Location};
 use crate::frames::{Encoding, Frames, Step};
-use crate::prepare::{Prepared, prepare};
+use crate::prepare::{Prepared, Preparer};
 use crate::{IngestOptions, Input};
 
 /// Events handed over at once: one channel hand-off (and at most one wake-up) per chunk
@@ -129,14 +126,6 @@ pub(crate) fn spawn(
     Ok((Chunks { receivers, next: 0 }, reader))
 }
 
-/// Decodes one record.
-fn decode(encoding: Encoding, record: &[u8]) -> Result<Event, RecordError> {
-    match encoding {
-        Encoding::Json => json::decode(record),
-        Encoding::Protobuf => proto::decode(record),
-    }
-}
-
 /// Frames and decodes on this thread, asking the frames what to do with a bad record. A chunk
 /// goes out when full, after a message that is not an event, and whenever the framing has used
 /// up what is buffered, before a read that may wait on a live stream.
@@ -154,12 +143,12 @@ fn read_inline(frames: Result<Box<dyn Frames>, IngestError>, sender: &SyncSender
             return;
         }
     };
-    let mut encoder = CsvRowEncoder::new();
+    let mut preparer = Preparer::default();
     loop {
         let message = match frames.advance() {
             Err(err) => Message::Failed(err),
-            Ok(Step::Record(encoding)) => match decode(encoding, frames.record()) {
-                Ok(event) => Message::Event(prepare(event, &mut encoder)),
+            Ok(Step::Record(encoding)) => match preparer.prepare(encoding, frames.record()) {
+                Ok(event) => Message::Event(event),
                 Err(cause) => {
                     let location = frames.location();
                     match frames.reject(IngestError::Record { location, cause }) {
@@ -313,14 +302,14 @@ fn deal(frames: Result<Box<dyn Frames>, IngestError>, workers: &[SyncSender<RawC
 /// A decoder thread: one chunk of messages out for every raw chunk in, until either side
 /// hangs up.
 fn decode_chunks(raw: &Receiver<RawChunk>, sender: &SyncSender<Chunk>) {
-    let mut encoder = CsvRowEncoder::new();
+    let mut preparer = Preparer::default();
     for chunk in raw {
         let mut messages = Vec::with_capacity(chunk.records.len() + 1);
         let mut start = 0;
         let mut failed = false;
         for record in &chunk.records {
-            match decode(record.encoding, &chunk.bytes[start..record.end]) {
-                Ok(event) => messages.push(Message::Event(prepare(event, &mut encoder))),
+            match preparer.prepare(record.encoding, &chunk.bytes[start..record.end]) {
+                Ok(event) => messages.push(Message::Event(event)),
                 Err(cause) => {
                     let location = Location {
                         source: Arc::clone(&chunk.source),

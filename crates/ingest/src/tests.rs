@@ -5,6 +5,7 @@
 //! everything a reader can see, so that "adds nothing" and "the same as one clean run" are
 //! plain equality checks.
 
+mod chain;
 mod commits;
 mod decoders;
 mod formats;

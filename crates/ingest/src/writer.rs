@@ -3,20 +3,21 @@
 
 use std::sync::mpsc::{Receiver, SyncSender};
 
-use storage::{BlockState, IngestBatch, IngestWriter};
+use storage::{BlockRecord, IngestBatch, IngestWriter};
 
 use crate::{IngestError, IngestStats};
 
 /// A request to the writer thread, answered in order by a [`Done`].
 pub(crate) enum Job {
     Commit(IngestBatch),
-    BlockState(u64),
+    /// The blocks stored at a height.
+    Blocks(u64),
 }
 
 /// The writer thread's answer to a [`Job`]; a committed batch comes back emptied, for reuse.
 pub(crate) enum Done {
     Committed(Result<IngestBatch, storage::Error>),
-    BlockState(Result<Option<BlockState>, storage::Error>),
+    Blocks(Result<Vec<BlockRecord>, storage::Error>),
 }
 
 pub(crate) fn write_jobs(
@@ -32,7 +33,7 @@ pub(crate) fn write_jobs(
                 batch.clear();
                 batch
             })),
-            Job::BlockState(height) => Done::BlockState(writer.block_state(height)),
+            Job::Blocks(height) => Done::Blocks(writer.blocks(height)),
         };
         if done.send(answer).is_err() {
             return;

@@ -6,8 +6,8 @@ use oracle_core::PageRequest;
 #[cfg(feature = "postgres")]
 use crate::PgStore;
 use crate::{
-    Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore,
-    SqliteStore,
+    ChainState, Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OraclePage,
+    OracleStore, SqliteStore,
 };
 
 /// A store of any backend compiled in, for programs that pick one at run time.
@@ -21,6 +21,15 @@ pub enum AnyStore {
 }
 
 impl AnyStore {
+    /// The chain id and the first and last stored blocks.
+    pub fn chain(&self) -> Result<ChainState, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.chain(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.chain(),
+        }
+    }
+
     /// Real ids to show in example URLs.
     pub fn examples(&self) -> Result<Examples, Error> {
         match self {

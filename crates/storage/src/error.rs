@@ -30,6 +30,14 @@ pub enum Error {
     /// Another writer holds the store; a second one is refused rather than interleaved.
     #[error("{0}")]
     Busy(String),
+    /// A batch of another chain than the one the store holds: one store holds one chain.
+    #[error("the database holds chain {stored:?}, the stream is of chain {found:?}")]
+    OtherChain {
+        /// The chain id stored.
+        stored: String,
+        /// The chain id of the batch.
+        found: String,
+    },
     /// Any other backend failure: a bug or an unexpected state.
     #[error("storage failure")]
     Internal(#[source] Box<dyn StdError + Send + Sync>),

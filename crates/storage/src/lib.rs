@@ -26,6 +26,10 @@
 //! - **Ranges.** Heights, sequence numbers and vega times are stored as signed 64-bit integers:
 //!   a batch holding a height or sequence number above `i64::MAX` is refused whole with
 //!   [`Error::OutOfRange`], and a lookup of such a height finds nothing.
+//! - **Blocks.** A block is its height and its `seq_base` (0, or after the first block of the
+//!   same height: a real stream has two blocks of its first height); [`IngestWriter::blocks`]
+//!   answers both. The chain id of the first batch naming one is recorded, and a batch of
+//!   another chain is refused whole ([`Error::OtherChain`]).
 //! - **Block records merge.** Committing a [`BlockRecord`] for a stored block keeps the first
 //!   vega time seen (a later one never replaces it, a missing one never erases it) and the
 //!   highest sequence number of the two.
@@ -65,8 +69,8 @@ mod url;
 pub use any::AnyStore;
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
-    BlockRecord, BlockState, Examples, ExportSink, ExportSummary, Health, IngestBatch,
-    IngestWriter, LedgerRow, LedgerStore, OraclePage, OracleRow, OracleStore,
+    BlockRecord, BlockState, BlockTime, ChainState, Examples, ExportSink, ExportSummary, Health,
+    IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage, OracleRow, OracleStore,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgConfig, PgStore, PgWriter};

@@ -148,26 +148,43 @@ pub struct OracleRow {
 pub struct BlockState {
     /// The block's vega time, when one was seen.
     pub vega_time: Option<i64>,
-    /// The highest event sequence number of the block already stored.
+    /// The highest event sequence number of the block already stored (as the event ids count
+    /// them, from 1 in every block).
     pub last_seq: u64,
 }
 
-/// A block whose events are part of a batch.
+/// A block as the store knows it.
 ///
-/// Committing a record for a block already stored merges the two: the stored vega time stays
-/// when there is one (the first time seen wins), and the sequence number becomes the higher of
-/// the two.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A block is identified by its height and its hash. Heights are unique but for one exception:
+/// a real core's stream begins with two blocks of its first height (the genesis or checkpoint
+/// block, then the first real block), with different hashes and event sequences that both start
+/// at 1. The second one's rows are keyed after the first one's by `seq_base`, the first one's
+/// last sequence number, added to each of its events' sequence numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockRecord {
     /// Block height.
     pub height: u64,
-    /// What this batch saw of the block; merged with what is stored (see above).
+    /// The block hash as the stream wrote it (`BeginBlock.hash`, `BusEvent.block`); `None`
+    /// when the stream carries none.
+    pub hash: Option<String>,
+    /// Added to the block's event sequence numbers in its rows' keys: 0, but for the second
+    /// block of a height (see above). With the height, it identifies the block in the store.
+    pub seq_base: u64,
+    /// What this batch saw of the block; merged with what is stored (see below).
     pub state: BlockState,
 }
 
 /// Whole blocks of ingested rows, written atomically.
+///
+/// Committing a record for a block already stored (the same height and `seq_base`) merges the
+/// two: the stored vega time stays when there is one (the first time seen wins), the sequence
+/// number becomes the higher of the two, and a stored hash stays.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestBatch {
+    /// The chain the blocks belong to, when the stream names one: recorded with the first
+    /// batch that has one, and a batch of another chain is refused whole with
+    /// [`Error::OtherChain`].
+    pub chain_id: Option<String>,
     /// The blocks the rows belong to.
     pub blocks: Vec<BlockRecord>,
     /// Ledger rows, one per (entry, owning party).
@@ -184,23 +201,46 @@ impl IngestBatch {
 
     /// Empties the batch, keeping its allocations.
     pub fn clear(&mut self) {
+        self.chain_id = None;
         self.blocks.clear();
         self.ledger_rows.clear();
         self.oracle_rows.clear();
     }
 }
 
+/// Where the stored data start and end, and on which chain.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChainState {
+    /// The chain id recorded with the first block that named one.
+    pub chain_id: Option<String>,
+    /// The lowest stored block.
+    pub first: Option<BlockTime>,
+    /// The highest stored block.
+    pub last: Option<BlockTime>,
+}
+
+/// A stored block's height and time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockTime {
+    /// Block height.
+    pub height: u64,
+    /// Its vega time in Unix nanoseconds, when one was seen.
+    pub vega_time: Option<i64>,
+}
+
 /// The single writer of a store. `Send`, because an ingest commits on a thread of its own.
 pub trait IngestWriter: Send {
-    /// The height of the highest block stored, if any: blocks above it need no
-    /// [`block_state`](Self::block_state) lookup, which spares an appending ingest one query per
-    /// block.
-    fn last_block(&mut self) -> Result<Option<u64>, Error>;
-    /// What is already stored of block `height`, if anything (nothing above `i64::MAX`).
-    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error>;
+    /// The chain id and the first and last stored blocks: an ingest checks the stream against
+    /// them (the same chain, no hole), and blocks above the last need no
+    /// [`blocks`](Self::blocks) lookup, which spares an appending ingest one query per block.
+    fn chain(&mut self) -> Result<ChainState, Error>;
+    /// The blocks stored at `height` (none above `i64::MAX`), in the order of their
+    /// `seq_base`: at most two, and two only at the first height of a chain.
+    fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, Error>;
     /// Writes the batch in one transaction: all of it or none of it. Rows already stored are
-    /// left as they are; block records merge (see [`BlockRecord`]); a height or sequence number
-    /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`].
+    /// left as they are; block records merge (see [`IngestBatch`]); a height or sequence number
+    /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`], a chain id other
+    /// than the stored one with [`Error::OtherChain`].
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
 }
 

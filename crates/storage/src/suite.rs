@@ -32,7 +32,7 @@ pub(crate) use oracle::{
 pub(crate) use writer::{
     a_datum_twice_in_one_batch_reads_as_the_first, block_state_round_trips,
     committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
-    failed_commit_leaves_nothing_and_the_writer_usable,
+    failed_commit_leaves_nothing_and_the_writer_usable, two_blocks_of_one_height_and_one_chain,
 };
 
 /// One `#[test]` per suite function for a backend. `$run` is a function
@@ -56,6 +56,7 @@ macro_rules! backend_tests {
             committing_a_batch_twice_adds_nothing,
             a_datum_twice_in_one_batch_reads_as_the_first,
             block_state_round_trips,
+            two_blocks_of_one_height_and_one_chain,
             failed_commit_leaves_nothing_and_the_writer_usable,
             empty_store_is_healthy,
         );

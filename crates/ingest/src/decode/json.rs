@@ -15,16 +15,51 @@ use super::{Body, Event, parse_id, type_name};
 use crate::error::{EventError, RecordError};
 
 /// Decodes one line (without its line end).
-pub(crate) fn decode(line: &[u8]) -> Result<Event, RecordError> {
+///
+/// The event borrows its block hash and chain id from `scratch` (a JSON string with escapes
+/// cannot be borrowed from the line), which the caller keeps between lines.
+pub(crate) fn decode<'s>(
+    line: &'s [u8],
+    scratch: &'s mut Scratch,
+) -> Result<Event<'s>, RecordError> {
     // Bytes, not text: a line that is not UTF-8 is a malformed record with a position, not a
     // failure to read the input.
     let text = std::str::from_utf8(line).map_err(|_| RecordError::NotUtf8)?;
-    let raw: RawEvent<'_> = serde_json::from_str(text).map_err(RecordError::Json)?;
-    Ok(raw.into_event()?)
+    let mut raw: RawEvent<'_> = serde_json::from_str(text).map_err(RecordError::Json)?;
+    let block = raw.block.take().unwrap_or_default();
+    let chain_id = raw.chain_id.take().unwrap_or_default();
+    let (block, chain_id) = scratch.keep(block, chain_id);
+    Ok(raw.into_event(block, chain_id)?)
+}
+
+/// Where the strings an [`Event`] borrows live when the line itself cannot hold them.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    block: String,
+    chain_id: String,
+}
+
+impl Scratch {
+    /// The two strings, borrowed from the line when they are, else copied here.
+    fn keep<'s>(&'s mut self, block: Cow<'s, str>, chain_id: Cow<'s, str>) -> (&'s str, &'s str) {
+        let keep = |text: Cow<'s, str>, slot: &'s mut String| -> &'s str {
+            match text {
+                Cow::Borrowed(text) => text,
+                Cow::Owned(text) => {
+                    *slot = text;
+                    slot
+                }
+            }
+        };
+        (
+            keep(block, &mut self.block),
+            keep(chain_id, &mut self.chain_id),
+        )
+    }
 }
 
 impl RawEvent<'_> {
-    fn into_event(self) -> Result<Event, EventError> {
+    fn into_event<'e>(self, block: &'e str, chain_id: &'e str) -> Result<Event<'e>, EventError> {
         let id = self.id.ok_or(EventError::MissingId)?;
         let (height, seq) = parse_id(&id)?;
         let missing = |event_type, payload| EventError::MissingPayload {
@@ -66,7 +101,13 @@ impl RawEvent<'_> {
             }
             _ => Body::Other,
         };
-        Ok(Event { height, seq, body })
+        Ok(Event {
+            height,
+            seq,
+            block,
+            chain_id,
+            body,
+        })
     }
 }
 
@@ -77,6 +118,10 @@ struct RawEvent<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(rename = "type", borrow)]
     kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    block: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    chain_id: Option<Cow<'a, str>>,
     time_update: Option<RawTime>,
     begin_block: Option<RawTime>,
     #[serde(borrow)]

@@ -18,9 +18,13 @@ use crate::error::EventError;
 
 /// An event that matters to the store, with its place in the stream.
 #[derive(Debug)]
-pub(crate) struct Event {
+pub(crate) struct Event<'a> {
     pub height: u64,
     pub seq: u64,
+    /// The block hash (`BusEvent.block`), empty when the stream has none.
+    pub block: &'a str,
+    /// The chain id (`BusEvent.chain_id`), empty when the stream has none.
+    pub chain_id: &'a str,
     pub body: Body,
 }
 

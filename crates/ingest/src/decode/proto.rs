@@ -17,7 +17,9 @@ use crate::error::{EventError, RecordError};
 /// The `BusEvent` field tags read here.
 mod tag {
     pub(super) const ID: u32 = 1;
+    pub(super) const BLOCK: u32 = 2;
     pub(super) const TYPE: u32 = 3;
+    pub(super) const CHAIN_ID: u32 = 5;
     pub(super) const TIME_UPDATE: u32 = 101;
     pub(super) const LEDGER_MOVEMENTS: u32 = 102;
     pub(super) const ORACLE_DATA: u32 = 127;
@@ -28,19 +30,32 @@ mod tag {
 }
 
 /// Decodes one `BusEvent`.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Event, RecordError> {
-    let Some(top) = scan(bytes) else {
-        // The hand scan met something it does not read (a malformed field, a group): prost
-        // says what is wrong, or decodes what the scan could not.
-        return decode_whole(bytes);
-    };
-    top.into_event()
+///
+/// An event that only prost can read is re-encoded into `scratch`, which the event borrows.
+pub(crate) fn decode<'s>(
+    bytes: &'s [u8],
+    scratch: &'s mut Vec<u8>,
+) -> Result<Event<'s>, RecordError> {
+    if let Some(top) = scan(bytes) {
+        return top.into_event();
+    }
+    // The hand scan met something it does not read (a malformed field, a group): prost says
+    // what is wrong, or decodes what the scan could not: re-encoded, the declared fields scan.
+    *scratch = BusEvent::decode(bytes)
+        .map_err(RecordError::Protobuf)?
+        .encode_to_vec();
+    let plain: &'s [u8] = scratch;
+    scan(plain)
+        .expect("prost writes only fields the scan reads")
+        .into_event()
 }
 
 /// The top-level fields of a `BusEvent` that the store needs.
 #[derive(Default)]
 struct Top<'a> {
     id: Option<&'a str>,
+    block: &'a str,
+    chain_id: &'a str,
     event_type: i32,
     /// The payload of the `event` member, when the store reads it: its tag and bytes.
     payload: Option<(u32, &'a [u8])>,
@@ -57,6 +72,8 @@ fn scan(mut buf: &[u8]) -> Option<Top<'_>> {
         let expected = match tag {
             tag::TYPE => Some(WireType::Varint),
             tag::ID
+            | tag::BLOCK
+            | tag::CHAIN_ID
             | tag::TIME_UPDATE
             | tag::LEDGER_MOVEMENTS
             | tag::ORACLE_DATA
@@ -80,6 +97,8 @@ fn scan(mut buf: &[u8]) -> Option<Top<'_>> {
                 buf = &buf[len..];
                 match tag {
                     tag::ID => top.id = Some(std::str::from_utf8(field).ok()?),
+                    tag::BLOCK => top.block = std::str::from_utf8(field).ok()?,
+                    tag::CHAIN_ID => top.chain_id = std::str::from_utf8(field).ok()?,
                     tag::TIME_UPDATE
                     | tag::LEDGER_MOVEMENTS
                     | tag::ORACLE_DATA
@@ -109,7 +128,7 @@ fn scan(mut buf: &[u8]) -> Option<Top<'_>> {
 }
 
 impl<'a> Top<'a> {
-    fn into_event(self) -> Result<Event, RecordError> {
+    fn into_event(self) -> Result<Event<'a>, RecordError> {
         let id = self
             .id
             .filter(|id| !id.is_empty())
@@ -149,7 +168,13 @@ impl<'a> Top<'a> {
             }
             _ => Body::Other,
         };
-        Ok(Event { height, seq, body })
+        Ok(Event {
+            height,
+            seq,
+            block: self.block,
+            chain_id: self.chain_id,
+            body,
+        })
     }
 
     /// Decodes the payload the event's type names.
@@ -168,17 +193,6 @@ impl<'a> Top<'a> {
             .into()),
         }
     }
-}
-
-/// The slow path: prost decodes the whole event, for its error, or for what the scan does not
-/// read (a group, which no `BusEvent` field is): re-encoded, the declared fields scan.
-fn decode_whole(bytes: &[u8]) -> Result<Event, RecordError> {
-    let plain = BusEvent::decode(bytes)
-        .map_err(RecordError::Protobuf)?
-        .encode_to_vec();
-    scan(&plain)
-        .expect("prost writes only fields the scan reads")
-        .into_event()
 }
 
 fn ledger(
@@ -276,8 +290,8 @@ mod tests {
         let canonical = BusEvent::decode(bytes).unwrap().encode_to_vec();
         assert_ne!(canonical, bytes, "not a case for the slow path");
         assert_eq!(
-            format!("{:?}", decode(bytes)),
-            format!("{:?}", decode(&canonical))
+            format!("{:?}", decode(bytes, &mut Vec::new())),
+            format!("{:?}", decode(&canonical, &mut Vec::new()))
         );
     }
 
@@ -298,7 +312,10 @@ mod tests {
         };
         let bytes = with_field(begin, 148, &more.encode_to_vec());
         check_reads_as_prost(&bytes);
-        assert!(matches!(decode(&bytes).unwrap().body, Body::Time(5)));
+        assert!(matches!(
+            decode(&bytes, &mut Vec::new()).unwrap().body,
+            Body::Time(5)
+        ));
     }
 
     #[test]
@@ -309,6 +326,6 @@ mod tests {
         );
         let bytes = with_field(ledger, 105, &Account::default().encode_to_vec());
         check_reads_as_prost(&bytes);
-        assert!(decode(&bytes).is_err());
+        assert!(decode(&bytes, &mut Vec::new()).is_err());
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod socket;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{IngestError, Location};
 
@@ -73,6 +74,35 @@ pub trait Frames: Send {
     /// `error`, when the ingest must stop.
     fn reject(&mut self, error: IngestError) -> Result<(), IngestError> {
         Err(error)
+    }
+
+    /// For a live source: the handle through which the ingest asks it to close a connection
+    /// whose stream broke the chain's rules (a missing block, another chain). `None` (the
+    /// default) for a source that has no connections to close.
+    fn peer_control(&self) -> Option<PeerControl> {
+        None
+    }
+}
+
+/// Asks a live source, from the ingest's other threads, to close one of its connections.
+///
+/// Both sides number connections alike, from 0, by counting the steps that end them
+/// ([`Step::PeerGone`] and [`Step::Refused`], one per connection closed): the source as it
+/// answers them, the ingest as it reads them. A request for a connection that has already
+/// ended therefore closes nothing.
+#[derive(Clone, Debug, Default)]
+pub struct PeerControl(Arc<AtomicU64>);
+
+impl PeerControl {
+    /// Asks for connection number `connection` to be closed.
+    pub(crate) fn close(&self, connection: u64) {
+        self.0.store(connection + 1, Ordering::Relaxed);
+    }
+
+    /// Whether connection number `connection` should be closed: a source calls this before
+    /// each read and, when it answers true, closes it and answers [`Step::Refused`].
+    pub fn close_requested(&self, connection: u64) -> bool {
+        self.0.load(Ordering::Relaxed) == connection + 1
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sp_pair::{AcceptError, Config, PairConnection, PairListener, Position, RecvError};
 
-use super::{Encoding, Frames, Step};
+use super::{Encoding, Frames, PeerControl, Step};
 use crate::error::{IngestError, Location};
 
 /// How long a read waits before the reader hands on what it decoded: a quiet stream is still
@@ -30,6 +30,10 @@ pub struct Socket {
     held: bool,
     /// Where the current message starts in its connection.
     position: Position,
+    /// Connections ended so far: the number of the current one.
+    ended: u64,
+    /// The ingest's requests to close a connection.
+    control: PeerControl,
 }
 
 struct Connection {
@@ -60,6 +64,8 @@ impl Socket {
                 message: 0,
                 offset: 0,
             },
+            ended: 0,
+            control: PeerControl::default(),
         })
     }
 
@@ -81,13 +87,22 @@ impl Socket {
 
     /// Closes the connection, whose peer went away or sent what cannot be read.
     fn close(&mut self) {
-        self.connection = None;
+        if self.connection.take().is_some() {
+            self.ended += 1;
+        }
     }
 }
 
 impl Frames for Socket {
     fn advance(&mut self) -> Result<Step, IngestError> {
         self.held = false;
+        if self.connection.is_some() && self.control.close_requested(self.ended) {
+            // The ingest has logged why (a missing block, another chain).
+            let location = self.location();
+            tracing::warn!("{location}: closing the connection: its stream was refused");
+            self.close();
+            return Ok(Step::Refused);
+        }
         let Some(connection) = &mut self.connection else {
             return match self.listener.accept() {
                 Ok(pair) => {
@@ -173,5 +188,9 @@ impl Frames for Socket {
         tracing::error!("{error}; closing the connection");
         self.close();
         Ok(())
+    }
+
+    fn peer_control(&self) -> Option<PeerControl> {
+        Some(self.control.clone())
     }
 }

@@ -6,7 +6,7 @@ use std::io::{BufReader, Write};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use storage::{BlockState, IngestBatch, IngestWriter};
+use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
 use super::lines::{A, blocks, text};
 use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
@@ -30,12 +30,12 @@ impl<'w> Recording<'w> {
 }
 
 impl IngestWriter for Recording<'_> {
-    fn last_block(&mut self) -> Result<Option<u64>, storage::Error> {
-        self.inner.last_block()
+    fn chain(&mut self) -> Result<ChainState, storage::Error> {
+        self.inner.chain()
     }
 
-    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, storage::Error> {
-        self.inner.block_state(height)
+    fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, storage::Error> {
+        self.inner.blocks(height)
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {

@@ -88,7 +88,7 @@ fn a_bad_record_far_into_the_input_stops_the_ingest_in_its_place() {
         let bad_block = (bad - 1) / per_block + 1;
         let mut writer = temp.store.writer().unwrap();
         for height in [1, bad_block - 1, bad_block, bad_block + 1, BLOCKS] {
-            let stored = writer.block_state(height).unwrap().is_some();
+            let stored = !writer.blocks(height).unwrap().is_empty();
             assert_eq!(
                 stored,
                 height < bad_block,

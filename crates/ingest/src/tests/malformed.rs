@@ -96,7 +96,7 @@ fn check(expected: &Expected, bad: &str, expected_reason: &str) {
     }
     // Block 1 is stored, nothing of block 2 (its entry before the bad line included).
     assert_eq!(temp.snapshot(&good_text), expected.block_1);
-    assert_eq!(temp.store.writer().unwrap().block_state(2).unwrap(), None);
+    assert_eq!(temp.store.writer().unwrap().blocks(2).unwrap(), []);
 
     // Fixed, the input completes, and ends as one clean run would.
     let stats = temp.ingest(&good_text).unwrap();
@@ -281,9 +281,9 @@ fn malformed_line_keeps_every_complete_block_before_it() {
         }
         let mut writer = temp.store.writer().unwrap();
         for height in 1..=3 {
-            let stored = writer.block_state(height).unwrap();
+            let stored = writer.blocks(height).unwrap();
             assert_eq!(
-                stored.is_some(),
+                !stored.is_empty(),
                 height <= stored_blocks,
                 "bad line {bad_idx}, block {height}"
             );
@@ -335,7 +335,7 @@ fn line_that_is_not_utf8_is_a_line_error() {
         other => panic!("expected a line error, got {other:?}"),
     }
     let mut writer = temp.store.writer().unwrap();
-    assert!(writer.block_state(1).unwrap().is_some());
+    assert!(!writer.blocks(1).unwrap().is_empty());
 }
 
 #[test]

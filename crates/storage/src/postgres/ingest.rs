@@ -17,7 +17,9 @@ use postgres::{Client, GenericClient, Transaction};
 use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use crate::segment::{Line, LineKey};
-use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, OracleRow};
+use crate::{
+    BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter, OracleRow,
+};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
@@ -148,27 +150,85 @@ fn store_oracle(
     Ok(())
 }
 
-/// The blocks of a batch merged by height as a store merges them: first vega time, highest
-/// sequence number. An `INSERT … ON CONFLICT DO UPDATE` may not touch one row twice.
-fn merged_blocks(blocks: &[BlockRecord]) -> Result<Vec<(i64, Option<i64>, i64)>, Error> {
-    let mut merged: Vec<(i64, Option<i64>, i64)> = Vec::with_capacity(blocks.len());
-    let mut at: HashMap<i64, usize> = HashMap::new();
+/// A block row: height, `seq_base`, hash, vega time, last sequence number.
+type BlockRow = (i64, i64, Option<String>, Option<i64>, i64);
+
+/// The blocks of a batch merged by (height, `seq_base`) as a store merges them: first hash and
+/// vega time, highest sequence number. An `INSERT … ON CONFLICT DO UPDATE` may not touch one
+/// row twice.
+fn merged_blocks(blocks: &[BlockRecord]) -> Result<Vec<BlockRow>, Error> {
+    let mut merged: Vec<BlockRow> = Vec::with_capacity(blocks.len());
+    let mut at: HashMap<(i64, i64), usize> = HashMap::new();
     for block in blocks {
         let height = Error::signed("block height", block.height)?;
+        let base = Error::signed("sequence number", block.seq_base)?;
         let seq = Error::signed("sequence number", block.state.last_seq)?;
-        match at.get(&height) {
+        match at.get(&(height, base)) {
             Some(&i) => {
                 let entry = &mut merged[i];
-                entry.1 = entry.1.or(block.state.vega_time);
-                entry.2 = entry.2.max(seq);
+                entry.2 = entry.2.take().or_else(|| block.hash.clone());
+                entry.3 = entry.3.or(block.state.vega_time);
+                entry.4 = entry.4.max(seq);
             }
             None => {
-                at.insert(height, merged.len());
-                merged.push((height, block.state.vega_time, seq));
+                at.insert((height, base), merged.len());
+                merged.push((height, base, block.hash.clone(), block.state.vega_time, seq));
             }
         }
     }
     Ok(merged)
+}
+
+/// Records the chain id when none is stored; refuses another one.
+fn record_chain(tx: &mut Transaction<'_>, chain_id: &str) -> Result<(), Error> {
+    match stored_chain(tx)? {
+        None => tx
+            .execute(
+                "INSERT INTO schema_info (key, value) VALUES ('chain_id', $1)",
+                &[&chain_id],
+            )
+            .map(drop)
+            .map_err(map_err),
+        Some(stored) if stored == chain_id => Ok(()),
+        Some(stored) => Err(Error::OtherChain {
+            stored,
+            found: chain_id.to_owned(),
+        }),
+    }
+}
+
+/// The recorded chain id.
+fn stored_chain(client: &mut impl GenericClient) -> Result<Option<String>, Error> {
+    Ok(client
+        .query_opt("SELECT value FROM schema_info WHERE key = 'chain_id'", &[])
+        .map_err(map_err)?
+        .map(|row| row.get(0)))
+}
+
+/// The chain id and the first and last stored blocks (call it inside one snapshot).
+pub(super) fn chain_state(client: &mut impl GenericClient) -> Result<ChainState, Error> {
+    let mut block = |order: &str| -> Result<Option<BlockTime>, Error> {
+        Ok(client
+            .query_opt(
+                &format!(
+                    "SELECT height, vega_time FROM blocks \
+                     ORDER BY height {order}, seq_base {order} LIMIT 1"
+                ),
+                &[],
+            )
+            .map_err(map_err)?
+            .map(|row| BlockTime {
+                height: row.get::<_, i64>(0) as u64,
+                vega_time: row.get(1),
+            }))
+    };
+    let first = block("ASC")?;
+    let last = block("DESC")?;
+    Ok(ChainState {
+        chain_id: stored_chain(client)?,
+        first,
+        last,
+    })
 }
 
 impl PgWriter {
@@ -247,6 +307,9 @@ impl PgWriter {
             None => max_height(&mut tx)?,
         };
         store_blocks(&mut tx, &blocks, highest)?;
+        if let Some(chain_id) = &batch.chain_id {
+            record_chain(&mut tx, chain_id)?;
+        }
         tx.commit().map_err(map_err)?;
         let batch_highest = blocks.iter().map(|block| block.0).max();
         self.highest = Some(highest.max(batch_highest.unwrap_or(i64::MIN)));
@@ -265,64 +328,79 @@ fn max_height(client: &mut impl GenericClient) -> Result<i64, Error> {
 /// Stores a batch's merged blocks. Blocks above every stored one (`highest`), as a stream's
 /// new blocks are, are copied straight in (a third of the time of the upsert, per batch of a
 /// few thousand); otherwise each is merged with the stored one, if any, as the trait says.
-fn store_blocks(
-    tx: &mut Transaction<'_>,
-    blocks: &[(i64, Option<i64>, i64)],
-    highest: i64,
-) -> Result<(), Error> {
+fn store_blocks(tx: &mut Transaction<'_>, blocks: &[BlockRow], highest: i64) -> Result<(), Error> {
     if blocks.is_empty() {
         return Ok(());
     }
     if blocks.iter().all(|block| block.0 > highest) {
         let sink = tx
-            .copy_in("COPY blocks (height, vega_time, last_seq) FROM STDIN (FORMAT binary)")
+            .copy_in(
+                "COPY blocks (height, seq_base, hash, vega_time, last_seq) \
+                 FROM STDIN (FORMAT binary)",
+            )
             .map_err(map_err)?;
-        let mut writer = BinaryCopyInWriter::new(sink, &[Type::INT8, Type::INT8, Type::INT8]);
-        for (height, time, seq) in blocks {
-            writer.write(&[height, time, seq]).map_err(map_err)?;
+        let types = [Type::INT8, Type::INT8, Type::TEXT, Type::INT8, Type::INT8];
+        let mut writer = BinaryCopyInWriter::new(sink, &types);
+        for (height, base, hash, time, seq) in blocks {
+            writer
+                .write(&[height, base, hash, time, seq])
+                .map_err(map_err)?;
         }
         writer.finish().map_err(map_err)?;
         return Ok(());
     }
     let heights: Vec<i64> = blocks.iter().map(|block| block.0).collect();
-    let times: Vec<Option<i64>> = blocks.iter().map(|block| block.1).collect();
-    let seqs: Vec<i64> = blocks.iter().map(|block| block.2).collect();
+    let bases: Vec<i64> = blocks.iter().map(|block| block.1).collect();
+    let hashes: Vec<Option<&str>> = blocks.iter().map(|block| block.2.as_deref()).collect();
+    let times: Vec<Option<i64>> = blocks.iter().map(|block| block.3).collect();
+    let seqs: Vec<i64> = blocks.iter().map(|block| block.4).collect();
     tx.execute(
-        "INSERT INTO blocks (height, vega_time, last_seq) \
-         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) \
-         ON CONFLICT (height) DO UPDATE SET \
+        "INSERT INTO blocks (height, seq_base, hash, vega_time, last_seq) \
+         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) \
+         ON CONFLICT (height, seq_base) DO UPDATE SET \
+         hash = coalesce(blocks.hash, excluded.hash), \
          vega_time = coalesce(blocks.vega_time, excluded.vega_time), \
          last_seq = greatest(blocks.last_seq, excluded.last_seq)",
-        &[&heights, &times, &seqs],
+        &[&heights, &bases, &hashes, &times, &seqs],
     )
     .map_err(map_err)?;
     Ok(())
 }
 
 impl IngestWriter for PgWriter {
-    fn last_block(&mut self) -> Result<Option<u64>, Error> {
-        let highest = max_height(&mut self.client)?;
-        Ok((highest != i64::MIN).then_some(highest as u64))
+    fn chain(&mut self) -> Result<ChainState, Error> {
+        let mut tx = self.client.transaction().map_err(map_err)?;
+        let state = chain_state(&mut tx)?;
+        tx.commit().map_err(map_err)?;
+        Ok(state)
     }
 
-    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error> {
+    fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, Error> {
         // No stored block is that high: heights are stored as signed 64-bit integers.
-        let Ok(height) = i64::try_from(height) else {
-            return Ok(None);
+        let Ok(signed) = i64::try_from(height) else {
+            return Ok(Vec::new());
         };
-        let row = self
+        let rows = self
             .client
-            .query_opt(
-                "SELECT vega_time, last_seq FROM blocks WHERE height = $1",
-                &[&height],
+            .query(
+                "SELECT seq_base, hash, vega_time, last_seq FROM blocks WHERE height = $1 \
+                 ORDER BY seq_base",
+                &[&signed],
             )
             .map_err(map_err)?;
-        Ok(row.map(|row| BlockState {
-            vega_time: row.get(0),
-            last_seq: row.get::<_, i64>(1) as u64,
-        }))
+        Ok(rows
+            .into_iter()
+            .map(|row| BlockRecord {
+                height,
+                seq_base: row.get::<_, i64>(0) as u64,
+                hash: row.get(1),
+                state: BlockState {
+                    vega_time: row.get(2),
+                    last_seq: row.get::<_, i64>(3) as u64,
+                },
+            })
+            .collect())
     }
-
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         crate::model::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();

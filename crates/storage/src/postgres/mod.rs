@@ -118,6 +118,13 @@ impl PgStore {
         PgWriter::new(client)
     }
 
+    /// The chain id and the first and last stored blocks, read from one snapshot.
+    pub fn chain(&self) -> Result<crate::ChainState, Error> {
+        let mut conn = self.get()?;
+        let (mut tx, _) = conn.snapshot()?;
+        ingest::chain_state(&mut tx)
+    }
+
     /// Real ids to show in example URLs; all `None` for an empty store. The party is the first
     /// with ledger lines, the asset that of its first line; read from one snapshot.
     pub fn examples(&self) -> Result<Examples, Error> {

@@ -171,6 +171,17 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     ",
         then: Some(oracle_into_segments),
     },
+    // 6: blocks identified by height and `seq_base`, with their hash, as in SQLite: a real
+    // core's stream begins with two blocks of its first height, whose events both count from 1,
+    // and the second one's rows are keyed after the first one's by `seq_base`. Blocks stored
+    // before carry no hash and a `seq_base` of 0. The chain id, once known, is `schema_info`'s
+    // `chain_id`.
+    sql("
+    ALTER TABLE blocks ADD COLUMN seq_base bigint NOT NULL DEFAULT 0,
+                       ADD COLUMN hash text;
+    ALTER TABLE blocks DROP CONSTRAINT blocks_pkey;
+    ALTER TABLE blocks ADD PRIMARY KEY (height, seq_base);
+    "),
 ];
 
 /// Rows moved per statement by [`oracle_into_segments`]: a writer's batch, about.

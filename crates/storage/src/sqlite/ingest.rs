@@ -10,7 +10,10 @@ use rusqlite::{
 use super::checkpoint::Checkpoints;
 use super::{connect, map_err};
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
-use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow};
+use crate::{
+    BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter, LedgerRow,
+    OracleRow,
+};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
 #[derive(Debug)]
@@ -148,6 +151,9 @@ impl SqliteWriter {
         )?;
         insert_oracle(&tx, &mut self.dictionaries, &batch.oracle_rows)?;
         upsert_blocks(&tx, &batch.blocks)?;
+        if let Some(chain_id) = &batch.chain_id {
+            record_chain(&tx, chain_id)?;
+        }
         tx.commit().map_err(map_err)?;
         // A connection's own commits leave its data version as it was.
         self.tails.version = Some(version);
@@ -343,12 +349,14 @@ fn insert_oracle(
     Ok(())
 }
 
-/// Records the blocks, merged with what is stored of them (see [`crate::BlockRecord`]).
+/// Records the blocks, merged with what is stored of them (see [`IngestBatch`]).
 fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Error> {
     let mut upsert = tx
         .prepare_cached(
-            "INSERT INTO blocks (height, vega_time, last_seq) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (height) DO UPDATE SET \
+            "INSERT INTO blocks (height, seq_base, hash, vega_time, last_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (height, seq_base) DO UPDATE SET \
+             hash = coalesce(blocks.hash, excluded.hash), \
              vega_time = coalesce(blocks.vega_time, excluded.vega_time), \
              last_seq = max(blocks.last_seq, excluded.last_seq)",
         )
@@ -357,6 +365,8 @@ fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Err
         upsert
             .execute(params![
                 Error::signed("block height", block.height)?,
+                Error::signed("sequence number", block.seq_base)?,
+                block.hash,
                 block.state.vega_time,
                 Error::signed("sequence number", block.state.last_seq)?
             ])
@@ -365,31 +375,86 @@ fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Err
     Ok(())
 }
 
-impl IngestWriter for SqliteWriter {
-    fn last_block(&mut self) -> Result<Option<u64>, Error> {
-        self.conn
-            .query_row("SELECT max(height) FROM blocks", [], |row| {
-                row.get::<_, Option<i64>>(0)
+/// Records the chain id when none is stored; refuses another one.
+fn record_chain(tx: &Transaction<'_>, chain_id: &str) -> Result<(), Error> {
+    match stored_chain(tx)? {
+        None => tx
+            .execute(
+                "INSERT INTO schema_info (key, value) VALUES ('chain_id', ?1)",
+                [chain_id],
+            )
+            .map(drop)
+            .map_err(map_err),
+        Some(stored) if stored == chain_id => Ok(()),
+        Some(stored) => Err(Error::OtherChain {
+            stored,
+            found: chain_id.to_owned(),
+        }),
+    }
+}
+
+/// The recorded chain id.
+fn stored_chain(conn: &Connection) -> Result<Option<String>, Error> {
+    conn.prepare_cached("SELECT value FROM schema_info WHERE key = 'chain_id'")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)).optional())
+        .map_err(map_err)
+}
+
+/// The chain id and the first and last stored blocks, read in one snapshot.
+pub(super) fn chain_state(conn: &Connection) -> Result<ChainState, Error> {
+    let block = |order: &str| -> Result<Option<BlockTime>, Error> {
+        conn.prepare_cached(&format!(
+            "SELECT height, vega_time FROM blocks ORDER BY height {order}, seq_base {order} LIMIT 1"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_row([], |row| {
+                Ok(BlockTime {
+                    height: row.get::<_, i64>(0)? as u64,
+                    vega_time: row.get(1)?,
+                })
             })
-            .map(|height| height.map(|height| height as u64))
-            .map_err(map_err)
+            .optional()
+        })
+        .map_err(map_err)
+    };
+    let tx = conn.unchecked_transaction().map_err(map_err)?;
+    let state = ChainState {
+        chain_id: stored_chain(&tx)?,
+        first: block("ASC")?,
+        last: block("DESC")?,
+    };
+    tx.finish().map_err(map_err)?;
+    Ok(state)
+}
+
+impl IngestWriter for SqliteWriter {
+    fn chain(&mut self) -> Result<ChainState, Error> {
+        chain_state(&self.conn)
     }
 
-    fn block_state(&mut self, height: u64) -> Result<Option<BlockState>, Error> {
+    fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, Error> {
         // No stored block is that high: heights are stored as signed 64-bit integers.
-        let Ok(height) = i64::try_from(height) else {
-            return Ok(None);
+        let Ok(signed) = i64::try_from(height) else {
+            return Ok(Vec::new());
         };
         self.conn
-            .prepare_cached("SELECT vega_time, last_seq FROM blocks WHERE height = ?1")
+            .prepare_cached(
+                "SELECT seq_base, hash, vega_time, last_seq FROM blocks WHERE height = ?1 \
+                 ORDER BY seq_base",
+            )
             .and_then(|mut stmt| {
-                stmt.query_row([height], |row| {
-                    Ok(BlockState {
-                        vega_time: row.get(0)?,
-                        last_seq: row.get::<_, i64>(1)? as u64,
+                stmt.query_map([signed], |row| {
+                    Ok(BlockRecord {
+                        height,
+                        seq_base: row.get::<_, i64>(0)? as u64,
+                        hash: row.get(1)?,
+                        state: BlockState {
+                            vega_time: row.get(2)?,
+                            last_seq: row.get::<_, i64>(3)? as u64,
+                        },
                     })
-                })
-                .optional()
+                })?
+                .collect()
             })
             .map_err(map_err)
     }

@@ -31,7 +31,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::segment::SegmentRef;
-use crate::{Error, Examples, Health};
+use crate::{ChainState, Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
 use version::DataVersion;
@@ -147,6 +147,11 @@ impl SqliteStore {
     /// waits for the first one's transaction to end.
     pub fn writer(&self) -> Result<SqliteWriter, Error> {
         SqliteWriter::open(&self.path)
+    }
+
+    /// The chain id and the first and last stored blocks, read in one snapshot.
+    pub fn chain(&self) -> Result<ChainState, Error> {
+        ingest::chain_state(&*self.readers.get()?)
     }
 
     /// Real ids to show in example URLs; all `None` for an empty store.

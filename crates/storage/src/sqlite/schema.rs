@@ -123,6 +123,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX ledger_segments_key
         ON ledger_segments (party, last_time, last_block, last_seq, last_idx);
     ",
+    // 6: blocks identified by height and `seq_base`, with their hash. A real core's stream
+    // begins with two blocks of its first height (the genesis or checkpoint block, then the
+    // first real one), whose events both count from 1: the second one's rows are keyed after
+    // the first one's by `seq_base`. Blocks stored before carry no hash and a `seq_base` of 0.
+    // The chain id, once known, is `schema_info`'s `chain_id`.
+    "
+    CREATE TABLE blocks_by_hash (
+        height INTEGER NOT NULL,
+        seq_base INTEGER NOT NULL,
+        hash TEXT,
+        vega_time INTEGER,
+        last_seq INTEGER NOT NULL,
+        PRIMARY KEY (height, seq_base)
+    ) WITHOUT ROWID;
+    INSERT INTO blocks_by_hash SELECT height, 0, NULL, vega_time, last_seq FROM blocks;
+    DROP TABLE blocks;
+    ALTER TABLE blocks_by_hash RENAME TO blocks;
+    ",
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)

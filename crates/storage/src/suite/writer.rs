@@ -1,16 +1,25 @@
 //! The writer: idempotent commits, block progress, failed commits, and the health check.
 
 use super::{Store, commit, contents, ledger_row, oracle_row, spec, spec_labels};
-use crate::{BlockRecord, BlockState, Error, IngestBatch, IngestWriter};
+use crate::{BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter};
 
 fn block(height: u64, vega_time: Option<i64>, last_seq: u64) -> BlockRecord {
     BlockRecord {
         height,
+        hash: None,
+        seq_base: 0,
         state: BlockState {
             vega_time,
             last_seq,
         },
     }
+}
+
+/// What is stored of the first block at `height`.
+fn block_state(writer: &mut dyn IngestWriter, height: u64) -> Option<BlockState> {
+    let blocks = writer.blocks(height).unwrap();
+    assert!(blocks.len() <= 1, "one block at {height}: {blocks:?}");
+    blocks.first().map(|block| block.state)
 }
 
 /// Two blocks of rows: an entry between parties 1 and 2, one of party 1 alone, and oracle data
@@ -27,6 +36,7 @@ fn two_blocks() -> IngestBatch {
             oracle_row("o1", (100, 10, 3), &[1, 2]),
             oracle_row("o2", (200, 11, 2), &[2]),
         ],
+        chain_id: None,
     }
 }
 
@@ -64,10 +74,7 @@ pub(crate) fn committing_a_batch_twice_adds_nothing<S: Store>(
     // An empty batch is a no-op.
     commit(writer, &IngestBatch::default());
     assert_eq!(contents(store, &[1, 2]), once);
-    assert_eq!(
-        writer.block_state(10).unwrap(),
-        Some(block(10, Some(100), 4).state)
-    );
+    assert_eq!(block_state(writer, 10), Some(block(10, Some(100), 4).state));
 }
 
 pub(crate) fn a_datum_twice_in_one_batch_reads_as_the_first<S: Store>(
@@ -97,7 +104,7 @@ fn check_block(writer: &mut dyn IngestWriter, height: u64, expected: Option<(Opt
         vega_time,
         last_seq,
     });
-    assert_eq!(writer.block_state(height).unwrap(), expected);
+    assert_eq!(block_state(writer, height), expected);
 }
 
 pub(crate) fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn IngestWriter) {
@@ -151,7 +158,7 @@ fn check_failed_commit(store: &impl Store, writer: &mut dyn IngestWriter, failin
     }
     assert_eq!(contents(store, &[1, 2, 3, 4]), before);
     for block in &failing.blocks {
-        assert_eq!(writer.block_state(block.height).unwrap(), None);
+        assert_eq!(block_state(writer, block.height), None);
     }
 }
 
@@ -186,6 +193,7 @@ pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
                 oracle_row("o-lost", (300, 21, 1), &[3]),
                 oracle_row("o-huge", (300, u64::MAX, 2), &[3]),
             ],
+            chain_id: None,
         },
     );
 
@@ -201,6 +209,7 @@ pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
                 ledger_row("p1-c", 1, 3, (300, 20, 2, 0)),
             ],
             oracle_rows: vec![oracle_row("o3", (300, 20, 3), &[4, 3])],
+            chain_id: None,
         },
     );
     let (exports, oracle) = contents(store, &[1, 2, 3, 4]);
@@ -217,14 +226,87 @@ pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
     for (spec_n, expected) in [(1, "o1"), (2, "o2 o1"), (3, "o3"), (4, "o3")] {
         assert_eq!(spec_labels(store, spec_n), expected, "spec {spec_n}");
     }
-    assert_eq!(
-        writer.block_state(20).unwrap(),
-        Some(block(20, Some(300), 2).state)
-    );
+    assert_eq!(block_state(writer, 20), Some(block(20, Some(300), 2).state));
 }
 
 pub(crate) fn empty_store_is_healthy<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     store.check().unwrap();
     commit(writer, &two_blocks());
     store.check().unwrap();
+}
+
+/// A block of `height` with a hash and a `seq_base`.
+fn hashed(height: u64, hash: Option<&str>, seq_base: u64, last_seq: u64) -> BlockRecord {
+    BlockRecord {
+        hash: hash.map(str::to_owned),
+        seq_base,
+        ..block(height, Some(height as i64 * 10), last_seq)
+    }
+}
+
+pub(crate) fn two_blocks_of_one_height_and_one_chain<S: Store>(
+    _store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    assert_eq!(writer.chain().unwrap(), ChainState::default());
+    // The genesis block and the first real block share height 1; the second one's rows are
+    // keyed after the first one's.
+    let genesis = hashed(1, Some("AA"), 0, 4);
+    let first = hashed(1, Some("BB"), 4, 3);
+    commit(
+        writer,
+        &IngestBatch {
+            chain_id: Some("chain-a".into()),
+            blocks: vec![genesis.clone(), first.clone(), hashed(2, Some("CC"), 0, 9)],
+            ledger_rows: vec![
+                ledger_row("genesis", 1, 1, (10, 1, 2, 0)),
+                ledger_row("first", 1, 1, (10, 1, 4 + 2, 0)),
+            ],
+            ..IngestBatch::default()
+        },
+    );
+    assert_eq!(writer.blocks(1).unwrap(), [genesis.clone(), first.clone()]);
+    let at = |height: u64| BlockTime {
+        height,
+        vega_time: Some(height as i64 * 10),
+    };
+    let expected = ChainState {
+        chain_id: Some("chain-a".into()),
+        first: Some(at(1)),
+        last: Some(at(2)),
+    };
+    assert_eq!(writer.chain().unwrap(), expected);
+
+    // A record without a hash merges with the stored block, whose hash stays.
+    commit(
+        writer,
+        &IngestBatch {
+            chain_id: Some("chain-a".into()),
+            blocks: vec![hashed(1, None, 4, 5)],
+            ..IngestBatch::default()
+        },
+    );
+    let merged = BlockRecord {
+        state: BlockState {
+            last_seq: 5,
+            ..first.state
+        },
+        ..first
+    };
+    assert_eq!(writer.blocks(1).unwrap(), [genesis, merged]);
+
+    // Another chain is refused whole.
+    let before = writer.blocks(3).unwrap();
+    match writer.commit(&IngestBatch {
+        chain_id: Some("chain-b".into()),
+        blocks: vec![hashed(3, Some("DD"), 0, 1)],
+        ..IngestBatch::default()
+    }) {
+        Err(Error::OtherChain { stored, found }) => {
+            assert_eq!((stored.as_str(), found.as_str()), ("chain-a", "chain-b"));
+        }
+        other => panic!("expected Error::OtherChain, got {other:?}"),
+    }
+    assert_eq!(writer.blocks(3).unwrap(), before);
+    assert_eq!(writer.chain().unwrap(), expected);
 }
