@@ -9,11 +9,11 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use eventgen::GenerateConfig;
 use ingest::IngestOptions;
-use ledger_core::ExportFilter;
+use ledger_core::{ExportFilter, VegaTime};
 use oracle_core::PageRequest;
 use storage::{
-    AnyStore, ExportSink, Health, IngestWriter, LedgerStore, OracleStore, SqliteConfig,
-    SqliteStore, is_url, redact,
+    AnyStore, BlockTime, ChainState, ExportSink, Health, IngestWriter, LedgerStore, OracleStore,
+    SqliteConfig, SqliteStore, is_url, redact,
 };
 #[cfg(feature = "postgres")]
 use storage::{PgConfig, PgStore};
@@ -136,7 +136,7 @@ impl ExportSink for Count {
 
 /// `server check`: opens the store as `serve` does (schema version and row format checked) and
 /// reads through it: the health check, a page of oracle data, and the whole export of the
-/// example party. Returns a line saying what was read.
+/// example party. Returns lines saying what was read, then the chain and the stored heights.
 pub fn check(db: &Db) -> Result<String> {
     if let Db::Sqlite(path) = db {
         anyhow::ensure!(path.exists(), "there is no database at {}", path.display());
@@ -163,14 +163,36 @@ pub fn check(db: &Db) -> Result<String> {
             };
             store.export_ledger(&filter, &mut rows)?;
         }
+        let chain = store.chain()?;
         Ok(format!(
-            "ok: schema and row format {} current; read {} oracle data and {} ledger rows",
+            "ok: schema and row format {} current; read {} oracle data and {} ledger rows\n{}",
             storage::ROW_FORMAT,
             page.page.edges.len(),
-            rows.0
+            rows.0,
+            describe_chain(&chain)
         ))
     };
     read().with_context(|| format!("check of {} failed", db.describe()))
+}
+
+/// Where the stored data start and end, for operators: the chain id, and the first and last
+/// stored heights with their block times (Vega's `datanode last-block` tells the height from
+/// which to restart a core).
+fn describe_chain(chain: &ChainState) -> String {
+    let block = |block: Option<BlockTime>| match block {
+        None => "none".to_owned(),
+        Some(BlockTime {
+            height,
+            vega_time: Some(nanos),
+        }) => format!("{height} at {} ({nanos} ns)", VegaTime::from_nanos(nanos)),
+        Some(BlockTime { height, .. }) => format!("{height} (no block time)"),
+    };
+    format!(
+        "chain id: {}\nfirst block: {}\nlast block: {}",
+        chain.chain_id.as_deref().unwrap_or("none recorded"),
+        block(chain.first),
+        block(chain.last)
+    )
 }
 
 /// Fills a new SQLite database at `path` with the built-in demo dataset, all or nothing (see
