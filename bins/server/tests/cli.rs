@@ -111,71 +111,14 @@ fn ingest_fails(args: &[&str], db: &Path, input: &Path) -> String {
     String::from_utf8(output.stderr).unwrap()
 }
 
-/// The `check` output's line that starts with `label`, without it.
-fn check_line(db: &Path, label: &str) -> String {
-    let output = run_ok(server().args(["check", "--db"]).arg(db));
-    let text = String::from_utf8(output.stdout).unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(label))
-        .unwrap_or_else(|| panic!("no {label:?} in {text}"))
-        .to_owned()
-}
-
-/// The height of an NDJSON event line, from its id.
-fn height_of(line: &str) -> u64 {
-    let event: serde_json::Value = serde_json::from_str(line).unwrap();
-    let id = event["id"].as_str().unwrap();
-    id.split_once('-').unwrap().0.parse().unwrap()
-}
-
 #[test]
 fn one_chain_per_database_without_holes_and_check_names_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");
-    let short = generate(dir.path(), "20");
-    run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&short));
-    let text = std::fs::read_to_string(generate(dir.path(), "30")).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let (first, last) = (height_of(lines[0]), height_of(lines[lines.len() - 1]));
-    let chain: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
-    let chain = chain["chainId"].as_str().unwrap().to_owned();
-    assert_eq!(check_line(&db, "chain id: "), chain);
-    assert!(check_line(&db, "first block: ").starts_with(&format!("{first} at ")));
-    assert!(check_line(&db, "last block: ").starts_with(&format!("{} at ", first + 19)));
-
-    // Another chain: refused, naming both ids, and the file is left as it was.
-    let other = dir.path().join("other.ndjson");
-    std::fs::write(&other, text.replace(&chain, "vega-other-chain")).unwrap();
-    let before = std::fs::read(&db).unwrap();
-    let stderr = ingest_fails(&[], &db, &other);
-    assert!(
-        stderr.contains(&chain) && stderr.contains("vega-other-chain"),
-        "{stderr}"
-    );
-    assert_eq!(std::fs::read(&db).unwrap(), before);
-
-    // A hole: the stream stops at it, with every block before it stored.
-    let missing = first + 24;
-    let holed: Vec<&str> = lines
-        .iter()
-        .copied()
-        .filter(|line| height_of(line) != missing)
-        .collect();
-    let holed_path = dir.path().join("holed.ndjson");
-    std::fs::write(&holed_path, holed.join("\n")).unwrap();
-    let stderr = ingest_fails(&[], &db, &holed_path);
-    let expected = format!(
-        "block {missing} is missing: the stream went from {} to {}",
-        missing - 1,
-        missing + 1
-    );
-    assert!(stderr.contains(&expected), "{stderr}");
-    assert!(check_line(&db, "last block: ").starts_with(&format!("{} at ", missing - 1)));
-    // The complete stream fills it.
-    let complete = dir.path().join("complete.ndjson");
-    std::fs::write(&complete, &text).unwrap();
-    run_ok(server().args(["ingest", "--db"]).arg(&db).arg(&complete));
-    assert!(check_line(&db, "last block: ").starts_with(&format!("{last} at ")));
+    let file = db.clone();
+    common::one_chain_without_holes(db.to_str().unwrap(), dir.path(), move || {
+        std::fs::read(&file).unwrap()
+    });
 }
 
 #[test]

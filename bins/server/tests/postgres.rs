@@ -143,6 +143,18 @@ fn serve_refuses_an_unmigrated_database_and_concurrent_migrations_succeed() {
 }
 
 #[test]
+fn one_chain_per_database_without_holes_and_check_names_them() {
+    let Some(db) = TestDatabase::create("one_chain_without_holes") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url().to_owned();
+    common::one_chain_without_holes(db.url(), dir.path(), move || {
+        ok(server().args(["check", "--db", &url])).into_bytes()
+    });
+}
+
+#[test]
 fn a_second_ingest_is_refused_and_kill_9_resumes() {
     let Some(db) = TestDatabase::create("a_second_ingest_is_refused") else {
         return;
