@@ -17,7 +17,7 @@ use bus_proto::{BusEvent, buffer::write_record, event_type};
 use ingest::{Format, IngestError, IngestOptions, RecordError, ingest};
 use libfuzzer_sys::fuzz_target;
 use prost::Message as _;
-use storage::{BlockState, Error, IngestBatch, IngestWriter};
+use storage::{BlockRecord, ChainState, Error, IngestBatch, IngestWriter};
 
 fuzz_target!(|data: &[u8]| {
     let ingested = outcome(data);
@@ -70,12 +70,12 @@ struct Recorder {
 }
 
 impl IngestWriter for Recorder {
-    fn last_block(&mut self) -> Result<Option<u64>, Error> {
-        Ok(None)
+    fn chain(&mut self) -> Result<ChainState, Error> {
+        Ok(ChainState::default())
     }
 
-    fn block_state(&mut self, _height: u64) -> Result<Option<BlockState>, Error> {
-        Ok(None)
+    fn blocks(&mut self, _height: u64) -> Result<Vec<BlockRecord>, Error> {
+        Ok(Vec::new())
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
