@@ -39,6 +39,7 @@ fn every_command_has_help_with_defaults() {
         (&["ingest", "--help"][..], "tcp://HOST:PORT"),
         (&["ingest", "--help"][..], "vega-buffer"),
         (&["generate", "--help"][..], "[default: 42]"),
+        (&["generate", "--help"][..], "[default: vega-mainnet-0011]"),
     ] {
         let output = run_ok(server().args(args));
         let text = String::from_utf8(output.stdout).unwrap();
