@@ -130,6 +130,44 @@ fn export_matches_the_reference_for_every_party_and_asset() {
     }
 }
 
+/// Issue 21: a core's stream holds two blocks of its first height, the genesis block and the
+/// first real block (whose ids repeat the genesis block's); a deposit in the second one is
+/// exported like any other, after the genesis block's rows of the same time.
+#[test]
+fn a_deposit_in_the_second_block_of_the_first_height_is_exported() {
+    let set = mixed();
+    let reference = set.reference();
+    let in_block = |number: u64| reference.entries.iter().filter(move |e| e.key.1 == number);
+    let genesis_time = in_block(0)
+        .next()
+        .expect("the genesis block deposits")
+        .key
+        .0;
+    let deposit = in_block(1)
+        .find(|entry| entry.transfer_type == "TRANSFER_TYPE_DEPOSIT")
+        .expect("the first real block opens with a deposit");
+    assert_eq!(deposit.key.0, genesis_time, "both blocks have one time");
+    let party = deposit
+        .to
+        .owner
+        .as_deref()
+        .expect("a deposit goes to a party");
+    let response = set.get(&format!("{EXPORT}?partyId={party}"));
+    assert_eq!(response.status, 200);
+    let line = deposit.csv_line(party);
+    assert!(
+        response.text().split_inclusive('\n').any(|got| got == line),
+        "{line:?} missing from the export"
+    );
+    check(
+        set,
+        Filter {
+            party,
+            ..Filter::default()
+        },
+    );
+}
+
 #[test]
 fn export_time_windows_are_start_inclusive_end_exclusive() {
     let set = mixed();

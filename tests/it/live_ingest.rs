@@ -24,13 +24,14 @@ fn first_config() -> GenerateConfig {
     }
 }
 
-/// The blocks that follow everything in `dataset`, from another seed.
+/// The blocks that follow everything in `dataset`, from another seed (without a genesis block:
+/// they continue the chain).
 fn next_config(dataset: &Dataset, seed: u64) -> GenerateConfig {
-    let last_height = dataset.config.start_height + dataset.summary.blocks - 1;
     GenerateConfig {
         seed,
-        start_height: last_height + 1,
+        start_height: dataset.end_height,
         start_time_nanos: dataset.last_time(),
+        genesis: false,
         ..first_config()
     }
 }

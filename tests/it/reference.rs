@@ -5,11 +5,15 @@
 //! both the code and its tests. The rules are the ones of the issues, written out plainly:
 //! - the current vega time is set by TIME_UPDATE (`timeUpdate.timestamp`) and BEGIN_BLOCK
 //!   (`beginBlock.timestamp`) and stamps every later ledger entry and oracle datum;
+//! - a block is its height and its hash (`BusEvent.block`): a core's stream holds two blocks of
+//!   its first height (the genesis block and the first real block, sequence restarting at 1),
+//!   and both are kept, in stream order; a block seen before (same height and hash) adds
+//!   nothing;
 //! - ledger entries are the flattened `ledgerMovements.ledgerMovements[].entries[]`, ordered by
-//!   (vega time, block height, event seq, index in the flattened list);
-//! - oracle data are ordered by (vega time, block height, event seq).
+//!   (vega time, block in stream order, event seq, index in the flattened list);
+//! - oracle data are ordered by (vega time, block in stream order, event seq).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -30,7 +34,7 @@ pub struct Reference {
 /// One ledger entry.
 #[derive(Debug)]
 pub struct Entry {
-    /// (vega time, block height, seq, index): the export order.
+    /// (vega time, block number in stream order, seq, index): the export order.
     pub key: (i64, u64, u64, usize),
     /// Amount as decimal text.
     pub quantity: String,
@@ -62,7 +66,7 @@ pub struct Side {
 /// One oracle datum.
 #[derive(Debug)]
 pub struct Datum {
-    /// (vega time, block height, seq): the listing order.
+    /// (vega time, block number in stream order, seq): the listing order.
     pub key: (i64, u64, u64),
     /// The node as Vega renders it.
     pub node: Value,
@@ -88,6 +92,11 @@ impl Reference {
     pub fn from_ndjson(stream: &[u8]) -> Reference {
         let mut reference = Reference::default();
         let mut vega_time: Option<i64> = None;
+        // Every block by (height, hash), numbered in stream order.
+        let mut blocks: HashMap<(u64, String), u64> = HashMap::new();
+        // The number of the open block; `None` before the first block and while a block seen
+        // before is repeated (its events are stored already).
+        let mut block: Option<u64> = None;
         for (line_idx, line) in stream.split(|&byte| byte == b'\n').enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -98,7 +107,21 @@ impl Reference {
             let (height, seq) = id.split_once('-').expect("ids are <height>-<seq>");
             let height: u64 = height.parse().expect("numeric height");
             let seq: u64 = seq.parse().expect("numeric seq");
-            match event["type"].as_str().expect("every event has a type") {
+            let event_type = event["type"].as_str().expect("every event has a type");
+            if event_type == "BUS_EVENT_TYPE_BEGIN_BLOCK" {
+                let hash = event["block"]
+                    .as_str()
+                    .expect("every event names its block");
+                let n_blocks = blocks.len() as u64;
+                block = match blocks.entry((height, hash.to_ascii_lowercase())) {
+                    std::collections::hash_map::Entry::Occupied(_) => None,
+                    std::collections::hash_map::Entry::Vacant(new) => Some(*new.insert(n_blocks)),
+                };
+            }
+            let Some(block) = block else {
+                continue;
+            };
+            match event_type {
                 "BUS_EVENT_TYPE_TIME_UPDATE" => {
                     vega_time = Some(int64(&event["timeUpdate"]["timestamp"]));
                 }
@@ -119,13 +142,13 @@ impl Reference {
                         let time = vega_time.unwrap_or_else(|| int64(&entry["timestamp"]));
                         reference
                             .entries
-                            .push(read_entry(entry, (time, height, seq, index)));
+                            .push(read_entry(entry, (time, block, seq, index)));
                     }
                 }
                 "BUS_EVENT_TYPE_ORACLE_DATA" => {
                     let time = vega_time.expect("oracle data come after a time event");
                     let data = &event["oracleData"]["externalData"]["data"];
-                    reference.oracle.push(read_datum(data, (time, height, seq)));
+                    reference.oracle.push(read_datum(data, (time, block, seq)));
                 }
                 _ => {}
             }

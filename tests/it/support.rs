@@ -32,6 +32,8 @@ pub struct Dataset {
     pub reference: Reference,
     /// The stream as ingested so far.
     pub stream: Vec<u8>,
+    /// The height after the last block: where a stream continuing it starts.
+    pub end_height: u64,
     /// The store.
     pub store: Arc<AnyStore>,
     place: Place,
@@ -97,6 +99,7 @@ impl Dataset {
             summary: GenerateSummary::default(),
             reference: Reference::default(),
             stream: Vec::new(),
+            end_height: config.start_height,
             store: Arc::new(place.store()),
             place,
         };
@@ -116,6 +119,7 @@ impl Dataset {
         )
         .expect("ingest");
         self.stream.extend_from_slice(&stream);
+        self.end_height = config.end_height();
         self.reference = Reference::from_ndjson(&self.stream);
     }
 

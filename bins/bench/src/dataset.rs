@@ -345,3 +345,28 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     name.push(suffix);
     PathBuf::from(name)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A dataset written before the generator's genesis block (its manifest has no `genesis`)
+    /// is a different stream: it is regenerated, not measured as if it were today's.
+    #[test]
+    fn a_dataset_from_before_the_genesis_block_is_not_reused() {
+        let today = STANDARD;
+        let mut recorded = serde_json::to_value(&today).unwrap();
+        assert!(same_stream(
+            &serde_json::from_value(recorded.clone()).unwrap(),
+            &today
+        ));
+        recorded.as_object_mut().unwrap().remove("genesis");
+        recorded.as_object_mut().unwrap().remove("chain_id");
+        let old: GenerateConfig = serde_json::from_value(recorded).unwrap();
+        assert_eq!(old.chain_id, today.chain_id);
+        assert!(!old.genesis);
+        assert!(!same_stream(&old, &today));
+    }
+}

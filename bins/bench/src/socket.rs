@@ -68,16 +68,18 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
     process::run_ingest(server, db.as_os_str(), &prefill, &dir)?;
     std::fs::remove_file(&prefill).ok();
 
-    // The continuation: the same shape at the following heights, later in time.
+    // The continuation: the same shape at the following heights, later in time, without a
+    // genesis block of its own.
     let live = GenerateConfig {
-        start_height: config.start_height + config.blocks,
+        start_height: config.end_height(),
         start_time_nanos: config.start_time_nanos + 2 * config.blocks as i64 * 1_000_000_000,
+        genesis: false,
         ..config.clone()
     };
     let mut buffer = Vec::new();
     let summary = eventgen::generate_as(&live, Format::VegaBuffer, &mut buffer)
         .context("cannot generate the live stream")?;
-    let last_height = live.start_height + summary.blocks - 1;
+    let last_height = live.end_height() - 1;
 
     let serving = ServerProcess::start_with(
         server,

@@ -42,6 +42,10 @@ pub struct GenerateArgs {
     /// store, mixed in between the others; the stored events stay the same.
     #[arg(long, default_value_t = GenerateConfig::DEFAULT.other_events_share)]
     other_events_share: f64,
+    /// Chain id on every event (`BusEvent.chain_id`), like vega-mainnet-0011 or
+    /// vega-stagnet1-202307191148.
+    #[arg(long, default_value_t = GenerateConfig::DEFAULT.chain_id.to_string())]
+    chain_id: String,
     /// Output format: NDJSON (protobuf JSON, one event a line) or a Vega event buffer file.
     #[arg(long, value_enum, default_value_t = Format::default())]
     format: Format,
@@ -63,6 +67,7 @@ impl GenerateArgs {
             oracle_data_per_block: self.oracle_data_per_block,
             whale_share: self.whale_share,
             other_events_share: self.other_events_share,
+            chain_id: self.chain_id.clone().into(),
             ..GenerateConfig::DEFAULT
         }
     }
@@ -114,16 +119,20 @@ mod tests {
     }
 
     #[test]
-    fn format_and_other_events_reach_the_generator() {
+    fn format_other_events_and_chain_id_reach_the_generator() {
         let cli = Cli::try_parse_from([
             "generate",
             "--format",
             "vega-buffer",
             "--other-events-share",
             "0.9",
+            "--chain-id",
+            "vega-stagnet1-202307191148",
         ])
         .unwrap();
         assert_eq!(cli.args.format, Format::VegaBuffer);
-        assert_eq!(cli.args.config().other_events_share, 0.9);
+        let config = cli.args.config();
+        assert_eq!(config.other_events_share, 0.9);
+        assert_eq!(config.chain_id, "vega-stagnet1-202307191148");
     }
 }

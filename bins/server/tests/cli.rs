@@ -39,6 +39,7 @@ fn every_command_has_help_with_defaults() {
         (&["ingest", "--help"][..], "tcp://HOST:PORT"),
         (&["ingest", "--help"][..], "vega-buffer"),
         (&["generate", "--help"][..], "[default: 42]"),
+        (&["generate", "--help"][..], "[default: vega-mainnet-0011]"),
     ] {
         let output = run_ok(server().args(args));
         let text = String::from_utf8(output.stdout).unwrap();
@@ -701,7 +702,8 @@ fn socket_ingest_stops_at_a_block_boundary_on_sigterm() {
             .arg("tcp://127.0.0.1:0"),
     );
     let address = ingest_address(&ingest);
-    // Block 1 whole and the start of block 2, from a peer that stays connected.
+    // Block 1 (the genesis block) whole and the start of block 2 (the first real block, at the
+    // same height), from a peer that stays connected.
     let mut peer = sp_pair::PairSender::dial(&address).unwrap();
     let half = starts[1] + 2;
     peer.send_all(stream.messages[..half].iter().map(Vec::as_slice))
@@ -741,16 +743,17 @@ fn a_served_block_shows_at_its_end_block_without_waiting_for_the_next() {
     let address = ingest_address(&serving);
     let target = "/api/v2/oracle/data?pagination.first=1000";
     assert!(body_of(&serving.addr, target).contains(r#""edges":[]"#));
-    // Block 1 ending with its END_BLOCK, and nothing of block 2: the peer stays connected.
-    assert!(stream.lines[starts[1] - 1].contains("BUS_EVENT_TYPE_END_BLOCK"));
+    // The genesis block (which holds no oracle data) and block 2 ending with its END_BLOCK,
+    // and nothing of block 3: the peer stays connected.
+    assert!(stream.lines[starts[2] - 1].contains("BUS_EVENT_TYPE_END_BLOCK"));
     let mut peer = sp_pair::PairSender::dial(&address).unwrap();
     let sent = Instant::now();
-    peer.send_all(stream.messages[..starts[1]].iter().map(Vec::as_slice))
+    peer.send_all(stream.messages[..starts[2]].iter().map(Vec::as_slice))
         .unwrap();
     wait_for(&serving.addr, target, |body| {
         !body.contains(r#""edges":[]"#)
     });
     // A figure for the log, not a timed assertion: the target is within a second.
-    eprintln!("block 1 served {:?} after it was sent", sent.elapsed());
+    eprintln!("block 2 served {:?} after it was sent", sent.elapsed());
     drop(peer);
 }

@@ -9,7 +9,10 @@ use super::ledger::Ledger;
 use super::oracle::OracleFeed;
 use ledger_core::hex::{LOWER, UPPER};
 
-const CHAIN_ID: &str = "vega-mainnet-0011";
+/// Opens the body of a LEDGER_MOVEMENTS event, up to its first entry.
+const MOVEMENTS_HEAD: &[u8] = br#""ledgerMovements":{"ledgerMovements":[{"entries":["#;
+/// Closes the body and the line after the last entry.
+const MOVEMENTS_TAIL: &[u8] = b"],\"balances\":[]}]}}\n";
 
 /// The block being written, with the text its events repeat formatted once: formatting a
 /// 19-digit timestamp per entry was the generator's hottest spot.
@@ -25,10 +28,18 @@ pub(super) struct Block {
     id_tail: Vec<u8>,
     /// The timestamp as a quoted JSON string.
     time_text: Vec<u8>,
+    /// `","version":1,"chainId":"<chain id>",`: the rest of the envelope, the same for every
+    /// event of the stream.
+    envelope_tail: Vec<u8>,
 }
 
 impl Block {
-    pub(super) fn new() -> Block {
+    /// A writer of blocks of the chain `chain_id`.
+    pub(super) fn new(chain_id: &str) -> Block {
+        let mut envelope_tail = br#"","version":1,"chainId":"#.to_vec();
+        // Through serde_json, so that any chain id a config names is written escaped as JSON.
+        serde_json::to_writer(&mut envelope_tail, chain_id).expect("a str always serializes");
+        envelope_tail.push(b',');
         Block {
             height: 0,
             time: 0,
@@ -37,6 +48,7 @@ impl Block {
             id_head: Vec::new(),
             id_tail: Vec::new(),
             time_text: Vec::new(),
+            envelope_tail,
         }
     }
 
@@ -66,9 +78,7 @@ impl Block {
         push_decimal(buf, self.seq);
         buf.extend_from_slice(&self.id_tail);
         buf.extend_from_slice(event_type.as_bytes());
-        buf.extend_from_slice(br#"","version":1,"chainId":""#);
-        buf.extend_from_slice(CHAIN_ID.as_bytes());
-        buf.extend_from_slice(b"\",");
+        buf.extend_from_slice(&self.envelope_tail);
     }
 
     /// Events written so far in this block.
@@ -122,7 +132,7 @@ impl Block {
         } else {
             n_entries
         };
-        buf.extend_from_slice(br#""ledgerMovements":{"ledgerMovements":[{"entries":["#);
+        buf.extend_from_slice(MOVEMENTS_HEAD);
         for entry_idx in 0..n_entries {
             if entry_idx == split_after {
                 buf.extend_from_slice(br#"],"balances":[]},{"entries":["#);
@@ -132,7 +142,23 @@ impl Block {
             let entry = ledger.next_entry(rng);
             write_entry(self, buf, rng, ids, ledger, &entry);
         }
-        buf.extend_from_slice(b"],\"balances\":[]}]}}\n");
+        buf.extend_from_slice(MOVEMENTS_TAIL);
+    }
+
+    /// Appends a LEDGER_MOVEMENTS line holding `entry`, already applied to the ledger.
+    pub(super) fn write_entry_event(
+        &mut self,
+        buf: &mut Vec<u8>,
+        rng: &mut impl Rng,
+        ids: &IdTable,
+        ledger: &Ledger,
+        entry: &Entry,
+    ) {
+        self.begin_event(buf, "LEDGER_MOVEMENTS");
+        push_tx_hash(buf, rng);
+        buf.extend_from_slice(MOVEMENTS_HEAD);
+        write_entry(self, buf, rng, ids, ledger, entry);
+        buf.extend_from_slice(MOVEMENTS_TAIL);
     }
 
     /// Appends an ORACLE_DATA line.

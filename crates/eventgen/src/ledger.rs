@@ -20,6 +20,8 @@ pub(super) struct Ledger {
     /// GENERAL by (party, asset), then MARGIN by (party, market), then FEES_MAKER,
     /// SETTLEMENT and INSURANCE by market, then FEES_INFRASTRUCTURE and GLOBAL_REWARD by asset.
     balances: Vec<u128>,
+    /// Whether the next entry must be a deposit (see [`Ledger::deposit_next`]).
+    deposit_next: bool,
 }
 
 impl Ledger {
@@ -33,7 +35,26 @@ impl Ledger {
             n_markets: config.markets,
             whale_share: config.whale_share,
             balances: vec![0; parties * (assets + markets) + 3 * markets + 2 * assets],
+            deposit_next: false,
         }
+    }
+
+    /// Makes the next entry of [`Ledger::next_entry`] a deposit, whatever the draw.
+    pub(super) fn deposit_next(&mut self) {
+        self.deposit_next = true;
+    }
+
+    /// Applies and returns a deposit (of an amount drawn as other deposits are) into `party`'s general account in
+    /// `asset`, as the genesis block funds every account.
+    pub(super) fn genesis_deposit(&mut self, party: u32, asset: u32, rng: &mut impl Rng) -> Entry {
+        let planned = Planned {
+            from: Account::External { asset },
+            to: Account::General { party, asset },
+            amount: deposit_amount(rng).draw_unbounded(rng),
+            transfer_type: TransferType::Deposit,
+            always_transfer_id: false,
+        };
+        self.apply(planned, rng)
     }
 
     /// The settlement asset of a market.
@@ -88,6 +109,9 @@ impl Ledger {
         let whale = self.whale_share > 0.0 && rng.random_bool(self.whale_share);
         let primary = if whale { 0 } else { self.ordinary_party(rng) };
         let mut scenario = Scenario::pick(rng);
+        if std::mem::take(&mut self.deposit_next) {
+            scenario = Scenario::Deposit;
+        }
         loop {
             if whale && scenario.involves_no_party() {
                 scenario = Scenario::Deposit;

@@ -5,6 +5,13 @@
 //! the odd ACCOUNT event (which ingest must skip) in random order, then END_BLOCK. The server's
 //! demo database, the tests and the benchmarks are all built from it.
 //!
+//! It begins as a real Vega core's stream does ([`GenerateConfig::genesis`]): a genesis block
+//! that funds every party's general account in every asset with a deposit, then the first real
+//! block at the same height and time with another hash, its event sequence restarting at 1 (so
+//! ids `<height>-1`, `<height>-2`, … occur twice) and its first ledger entry a deposit. Every
+//! event carries the chain id ([`GenerateConfig::chain_id`]) and its block's hash (64 uppercase
+//! hex digits, as `BeginBlock.hash` gives it).
+//!
 //! The stream is internally consistent: a simulated ledger (see `ledger`) applies every entry
 //! before writing it, so `fromAccountBalance`/`toAccountBalance` are the balances a replay
 //! computes and no account but EXTERNAL pays more than it holds.
@@ -40,6 +47,7 @@ mod scenario;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use rand::{Rng, SeedableRng};
@@ -55,7 +63,8 @@ use oracle::OracleFeed;
 /// Sizes and seed; the same config always yields the same bytes.
 ///
 /// With the `serde` feature it (de)serializes with its field names; fields missing from the
-/// input take their [`GenerateConfig::DEFAULT`] values.
+/// input take their [`GenerateConfig::DEFAULT`] values, except [`GenerateConfig::genesis`]
+/// (see there).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -65,7 +74,8 @@ use oracle::OracleFeed;
 pub struct GenerateConfig {
     /// Seeds both the event stream and the ids.
     pub seed: u64,
-    /// Number of blocks to write.
+    /// Number of heights to write, from `start_height` on; with [`GenerateConfig::genesis`] the
+    /// first height has two blocks, so the stream holds one block more.
     pub blocks: u64,
     /// Number of parties; at least 2, since transfers need a counterparty.
     pub parties: u32,
@@ -92,6 +102,19 @@ pub struct GenerateConfig {
     /// share (only the sequence numbers in their ids move). Beside them, about one block in
     /// eight carries one ACCOUNT event even at share 0.
     pub other_events_share: f64,
+    /// The chain every event belongs to (`BusEvent.chain_id`), never empty. Vega names its
+    /// chains like `vega-mainnet-0011` or `vega-stagnet1-202307191148`.
+    pub chain_id: Cow<'static, str>,
+    /// Whether the stream starts where a core's stream starts: a genesis block at
+    /// `start_height` holding a deposit into every party's general account in every asset
+    /// (and nothing else), then the first real block at the same height and time with another
+    /// hash and the event sequence restarting at 1. False for a stream that continues another
+    /// one (see [`GenerateConfig::end_height`]), which starts at `start_height` directly.
+    ///
+    /// Absent from serialized input it is false, not the default: configs recorded before the
+    /// field existed describe streams without the genesis block.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub genesis: bool,
 }
 
 impl GenerateConfig {
@@ -112,7 +135,15 @@ impl GenerateConfig {
         start_time_nanos: 1_690_000_000_000_000_000,
         whale_share: 0.0,
         other_events_share: 0.0,
+        chain_id: Cow::Borrowed("vega-mainnet-0011"),
+        genesis: true,
     };
+
+    /// The height after the last block: where a stream continuing this one starts (with
+    /// `genesis: false`).
+    pub fn end_height(&self) -> u64 {
+        self.start_height.saturating_add(self.blocks)
+    }
 }
 
 impl Default for GenerateConfig {
@@ -126,7 +157,7 @@ impl Default for GenerateConfig {
 pub struct GenerateSummary {
     /// Lines (bus events) of every type.
     pub events: u64,
-    /// Blocks, each opened by BEGIN_BLOCK and closed by END_BLOCK.
+    /// Blocks, each opened by BEGIN_BLOCK and closed by END_BLOCK; the genesis block included.
     pub blocks: u64,
     /// Ledger entries across all LEDGER_MOVEMENTS events.
     pub ledger_entries: u64,
@@ -165,50 +196,51 @@ pub fn generate(config: &GenerateConfig, out: &mut impl Write) -> io::Result<Gen
 /// either gives the same database. The stream is buffered internally, so `out` need not be a
 /// `BufWriter`; it is flushed at the end. Fails with [`io::ErrorKind::InvalidInput`] when the
 /// config cannot be honoured (fewer than 2 parties, no asset or market, `whale_share` outside
-/// 0–1, `other_events_share` outside 0 to below 1, heights or timestamps that would
-/// overflow), before anything is written.
+/// 0–1, `other_events_share` outside 0 to below 1, an empty `chain_id`, heights or timestamps
+/// that would overflow), before anything is written.
 pub fn generate_as<W: Write>(
     config: &GenerateConfig,
     format: Format,
     out: &mut W,
 ) -> io::Result<GenerateSummary> {
     validate(config)?;
-    let mut encoder = match format {
-        Format::Ndjson => None,
-        Format::VegaBuffer => Some(BufferEncoder::default()),
-    };
-    let mut emit = |lines: &[u8], out: &mut W| match encoder.as_mut() {
-        None => out.write_all(lines),
-        Some(encoder) => encoder.write(lines, out),
-    };
-    let mut other_events = OtherEvents::new(config);
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let ids = IdTable::new(
-        config.seed,
-        config.parties,
-        config.assets,
-        config.markets,
-        config.specs,
-    );
-    let mut ledger = Ledger::new(config);
+    let mut stream = Stream {
+        out,
+        encoder: match format {
+            Format::Ndjson => None,
+            Format::VegaBuffer => Some(BufferEncoder::default()),
+        },
+        // A plain Vec rather than a BufWriter: appending cannot fail, so the JSON helpers need
+        // no error plumbing, and it is handed to `out` in large chunks all the same.
+        buf: Vec::with_capacity(FLUSH_AT + 8 * 1024),
+        block: Block::new(&config.chain_id),
+        other_events: OtherEvents::new(config),
+        ids: IdTable::new(
+            config.seed,
+            config.parties,
+            config.assets,
+            config.markets,
+            config.specs,
+        ),
+        ledger: Ledger::new(config),
+        summary: GenerateSummary::default(),
+    };
     let mut feed = OracleFeed::new(&mut rng);
-    // A plain Vec rather than a BufWriter: appending cannot fail, so the JSON helpers need no
-    // error plumbing, and it is handed to `out` in large chunks all the same.
-    let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 8 * 1024);
-    let mut summary = GenerateSummary::default();
     let mut time = config.start_time_nanos;
-    let mut block = Block::new();
 
-    for height in config.start_height..config.start_height + config.blocks {
+    for height in config.start_height..config.end_height() {
         time += rng.random_range(MIN_BLOCK_GAP_NANOS..=MAX_BLOCK_GAP_NANOS);
+        if config.genesis && height == config.start_height {
+            stream.write_genesis_block(config, height, time)?;
+        }
+        let block = &mut stream.block;
         block.start(height, time, random_hex(&mut rng, UPPER));
-
-        block.write_begin_block(&mut buf, &mut rng);
-        block.write_time_update(&mut buf);
+        block.write_begin_block(&mut stream.buf, &mut rng);
+        block.write_time_update(&mut stream.buf);
         // TIME_UPDATE stays right after BEGIN_BLOCK, as Vega writes it; the owed share of
         // other events follows.
-        other_events.owe(2);
-        summary.other_events += other_events.write(&mut buf, &mut block, &ids, &ledger);
+        stream.after_stored(2)?;
 
         let mut entries_left = u64::from(config.entries_per_block);
         let mut oracle_left = u64::from(config.oracle_data_per_block);
@@ -217,38 +249,116 @@ pub fn generate_as<W: Write>(
             // Weighting by (roughly) the events each kind has left spreads them evenly.
             let ledger_weight = entries_left.div_ceil(2);
             let ticket = rng.random_range(0..ledger_weight + oracle_left + accounts_left);
+            let (block, buf, ids) = (&mut stream.block, &mut stream.buf, &stream.ids);
             if ticket < ledger_weight {
                 let n_entries = rng.random_range(1..=4).min(entries_left);
                 entries_left -= n_entries;
-                summary.ledger_entries += n_entries;
-                block.write_ledger_movements(&mut buf, &mut rng, &ids, &mut ledger, n_entries);
+                stream.summary.ledger_entries += n_entries;
+                block.write_ledger_movements(buf, &mut rng, ids, &mut stream.ledger, n_entries);
             } else if ticket < ledger_weight + oracle_left {
                 oracle_left -= 1;
-                summary.oracle_data += 1;
-                block.write_oracle_data(&mut buf, &mut rng, &ids, &mut feed);
+                stream.summary.oracle_data += 1;
+                block.write_oracle_data(buf, &mut rng, ids, &mut feed);
             } else {
                 accounts_left -= 1;
-                summary.other_events += 1;
-                block.write_account(&mut buf, &mut rng, &ids, &ledger);
+                stream.summary.other_events += 1;
+                block.write_account(buf, &mut rng, ids, &stream.ledger);
             }
-            other_events.owe(1);
-            summary.other_events += other_events.write(&mut buf, &mut block, &ids, &ledger);
-            // Flushing per event, not per block, bounds memory even for huge blocks.
-            if buf.len() >= FLUSH_AT {
-                emit(&buf, out)?;
-                buf.clear();
+            stream.after_stored(1)?;
+        }
+        stream.end_block(&mut rng);
+    }
+    stream.hand_on()?;
+    stream.out.flush()?;
+    Ok(stream.summary)
+}
+
+/// The generator's state between blocks: where the bytes go, and what the stream has written.
+struct Stream<'w, W> {
+    out: &'w mut W,
+    /// `Some` when the lines are transcoded into buffer records before they go out.
+    encoder: Option<BufferEncoder>,
+    /// Whole lines not yet handed to `out`.
+    buf: Vec<u8>,
+    block: Block,
+    other_events: OtherEvents,
+    ids: IdTable,
+    ledger: Ledger,
+    summary: GenerateSummary,
+}
+
+impl<W: Write> Stream<'_, W> {
+    /// Follows `n_events` stored events inside a block: writes the other events now owed, and
+    /// hands the buffer on once it is full (per event, not per block, which bounds memory even
+    /// for huge blocks).
+    fn after_stored(&mut self, n_events: u32) -> io::Result<()> {
+        self.other_events.owe(n_events);
+        self.summary.other_events +=
+            self.other_events
+                .write(&mut self.buf, &mut self.block, &self.ids, &self.ledger);
+        if self.buf.len() >= FLUSH_AT {
+            self.hand_on()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the block; other events owed for END_BLOCK go into the next one.
+    fn end_block(&mut self, rng: &mut impl Rng) {
+        self.block.write_end_block(&mut self.buf, rng);
+        self.other_events.owe(1);
+        self.summary.events += u64::from(self.block.n_events());
+        self.summary.blocks += 1;
+    }
+
+    /// Writes the buffered lines to `out`, transcoded if asked.
+    fn hand_on(&mut self) -> io::Result<()> {
+        match self.encoder.as_mut() {
+            None => self.out.write_all(&self.buf),
+            Some(encoder) => encoder.write(&self.buf, self.out),
+        }?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes the genesis block at the first height and time: BEGIN_BLOCK, TIME_UPDATE, a
+    /// deposit into every party's general account in every asset, END_BLOCK. Its draws come
+    /// from a random stream of their own, so the blocks after it draw as they would without
+    /// it; only the balances it funds change what they can move.
+    fn write_genesis_block(
+        &mut self,
+        config: &GenerateConfig,
+        height: u64,
+        time: i64,
+    ) -> io::Result<()> {
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed ^ GENESIS_SEED_SALT);
+        self.block.start(height, time, random_hex(&mut rng, UPPER));
+        self.block.write_begin_block(&mut self.buf, &mut rng);
+        self.block.write_time_update(&mut self.buf);
+        self.after_stored(2)?;
+        for party in 0..config.parties {
+            for asset in 0..config.assets {
+                let entry = self.ledger.genesis_deposit(party, asset, &mut rng);
+                self.block.write_entry_event(
+                    &mut self.buf,
+                    &mut rng,
+                    &self.ids,
+                    &self.ledger,
+                    &entry,
+                );
+                self.summary.ledger_entries += 1;
+                self.after_stored(1)?;
             }
         }
-
-        block.write_end_block(&mut buf, &mut rng);
-        other_events.owe(1);
-        summary.events += u64::from(block.n_events());
-        summary.blocks += 1;
+        self.end_block(&mut rng);
+        // The first real block moves money too, and opens with a deposit: data there matters
+        // as much as in the genesis block, and ingest must not take it for a block it stored.
+        self.ledger.deposit_next();
+        Ok(())
     }
-    emit(&buf, out)?;
-    out.flush()?;
-    Ok(summary)
 }
+
+/// Salts the seed of the genesis block's random stream.
+const GENESIS_SEED_SALT: u64 = 0x6A09_E667_F3BC_C909;
 
 /// The ACCOUNT events mixed in at `other_events_share`, by error diffusion: every other event
 /// adds `share / (1 - share)` to what is owed, and whole owed events are written at the next
@@ -338,6 +448,9 @@ fn validate(config: &GenerateConfig) -> io::Result<()> {
     }
     if !(0.0..1.0).contains(&config.other_events_share) {
         return invalid("other_events_share must be at least 0 and below 1");
+    }
+    if config.chain_id.is_empty() {
+        return invalid("chain_id must not be empty");
     }
     if config.start_height.checked_add(config.blocks).is_none() {
         return invalid("block heights would overflow");

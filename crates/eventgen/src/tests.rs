@@ -7,6 +7,7 @@
 
 mod analysis;
 mod formats;
+mod genesis;
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -90,10 +91,12 @@ fn block_times_strictly_increase() {
 fn summary_matches_parsed_counts() {
     let (summary, found) = &*DEFAULT_PREFIX;
     let config = default_prefix_config();
-    assert_eq!(summary.blocks, config.blocks);
+    // The genesis block is one block more, with a deposit per party and asset.
+    assert_eq!(summary.blocks, config.blocks + 1);
     assert_eq!(
         summary.ledger_entries,
         config.blocks * u64::from(config.entries_per_block)
+            + u64::from(config.parties * config.assets)
     );
     assert_eq!(
         summary.oracle_data,
@@ -199,6 +202,10 @@ fn invalid_configs_are_rejected_before_writing() {
             other_events_share: f64::NAN,
             ..small(1)
         },
+        GenerateConfig {
+            chain_id: "".into(),
+            ..small(1)
+        },
     ];
     for config in cases {
         let mut bytes = Vec::new();
@@ -240,7 +247,8 @@ fn edge_sizes_still_produce_consistent_streams() {
         let (summary, found) = run(&config);
         assert_eq!(found.format_problems, Vec::<String>::new(), "{config:?}");
         assert_eq!(found.balance_problems, Vec::<String>::new(), "{config:?}");
-        assert_eq!(summary.blocks, config.blocks);
+        let genesis = u64::from(config.blocks > 0);
+        assert_eq!(summary.blocks, config.blocks + genesis);
     }
 }
 
@@ -282,16 +290,31 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The NDJSON stream is pinned: the figures below were computed from the generator as it was
-/// before it left the `ingest` crate, so moving it, swapping its integer formatting for `itoa`
-/// or adding the buffer format cannot change a byte that earlier datasets were made of.
+/// before it left the `ingest` crate, so moving it, swapping its integer formatting for `itoa`,
+/// adding the buffer format or the genesis block cannot change a byte that earlier datasets
+/// (all written without a genesis block) were made of.
 #[test]
 fn ndjson_output_is_unchanged_since_the_move() {
+    let (summary, bytes) = output(&GenerateConfig {
+        whale_share: 0.3,
+        genesis: false,
+        ..small(11)
+    });
+    assert_eq!(
+        (summary.events, bytes.len(), fnv1a(&bytes)),
+        (1538, 1_746_100, 0x22c6_fd12_1f7c_ac24)
+    );
+}
+
+/// The same stream with its genesis block (the default shape since issue 21), pinned as well.
+#[test]
+fn ndjson_output_with_genesis_is_pinned() {
     let (summary, bytes) = output(&GenerateConfig {
         whale_share: 0.3,
         ..small(11)
     });
     assert_eq!(
         (summary.events, bytes.len(), fnv1a(&bytes)),
-        (1538, 1_746_100, 0x22c6_fd12_1f7c_ac24)
+        (1693, 1_883_871, 0x0c70_6f5e_5c85_4e76)
     );
 }

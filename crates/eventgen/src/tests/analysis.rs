@@ -29,6 +29,21 @@ pub(super) struct Analysis {
     pub(super) oracle_without_spec: u64,
     pub(super) oracle_tricky_values: u64,
     pub(super) whale_entries: u64,
+    /// Every block, in stream order.
+    pub(super) blocks: Vec<BlockSeen>,
+}
+
+/// One block as the stream holds it.
+#[derive(Debug, Default)]
+pub(super) struct BlockSeen {
+    pub(super) height: u64,
+    pub(super) hash: String,
+    pub(super) time: i64,
+    /// The sequence number of each event, in order.
+    pub(super) seqs: Vec<u64>,
+    /// Each ledger entry's transfer type and receiving account type, in order.
+    pub(super) entries: Vec<(String, String)>,
+    pub(super) oracle_data: u64,
 }
 
 pub(super) fn is_hex(text: &str, len: usize, upper: bool) -> bool {
@@ -83,10 +98,10 @@ struct Context {
     markets: HashSet<String>,
     specs: HashSet<String>,
     whale: String,
+    chain_id: String,
     balances: HashMap<AccountKey, u128>,
-    /// Height, time, hash and last sequence number of the open block.
-    block: Option<(u64, i64, String, u64)>,
-    last_time: Option<i64>,
+    /// Whether a block is open (the last of `Analysis::blocks`).
+    open: bool,
 }
 
 pub(super) fn analyse(config: &GenerateConfig, bytes: &[u8]) -> Analysis {
@@ -110,9 +125,9 @@ fn analyse_all(config: &GenerateConfig, bytes: &[u8]) -> Analysis {
         markets: ids(market_id, config.markets),
         specs: ids(spec_id, config.specs),
         whale: party_id(config, 0),
+        chain_id: config.chain_id.to_string(),
         balances: HashMap::new(),
-        block: None,
-        last_time: None,
+        open: false,
     };
     let mut found = Analysis::default();
     let Some(body) = bytes.strip_suffix(b"\n") else {
@@ -126,7 +141,7 @@ fn analyse_all(config: &GenerateConfig, bytes: &[u8]) -> Analysis {
         }
         found.counted.events += 1;
     }
-    if cx.block.is_some() {
+    if cx.open {
         found.format_problems.push("last block not closed".into());
     }
     found
@@ -142,8 +157,7 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
         return problem(format!("bad id {id:?}"));
     };
     let hash = event["block"].as_str().unwrap_or_default().to_owned();
-    if !is_hex(&hash, 64, true) || event["version"] != 1 || event["chainId"] != "vega-mainnet-0011"
-    {
+    if !is_hex(&hash, 64, true) || event["version"] != 1 || event["chainId"] != *cx.chain_id {
         problem(format!("bad envelope in {id}"));
     }
     let event_type = event["type"].as_str().unwrap_or_default();
@@ -157,7 +171,7 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
     if event_type == "BUS_EVENT_TYPE_BEGIN_BLOCK" {
         let body = &event["beginBlock"];
         let time = int(&body["timestamp"], &mut found.numeric_fields).unwrap_or_default();
-        if seq != 1 || cx.block.is_some() || body["hash"] != hash.as_str() {
+        if seq != 1 || cx.open || body["hash"] != hash.as_str() {
             found
                 .format_problems
                 .push(format!("misplaced or bad BEGIN_BLOCK {id}"));
@@ -165,23 +179,31 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
         if uint(&body["height"], &mut found.numeric_fields) != Some(height.into()) {
             found.format_problems.push(format!("bad height in {id}"));
         }
-        if cx.last_time.is_some_and(|last| last >= time) {
-            found
-                .time_problems
-                .push(format!("time not increasing at {id}"));
-        }
-        cx.last_time = Some(time);
-        cx.block = Some((height, time, hash, 1));
+        check_block_order(found, height, &hash, time, id);
+        cx.open = true;
+        found.blocks.push(BlockSeen {
+            height,
+            hash,
+            time,
+            seqs: vec![seq],
+            ..BlockSeen::default()
+        });
         return;
     }
-    let Some((open_height, time, open_hash, last_seq)) = cx.block.as_mut() else {
+    let Some(block) = found.blocks.last_mut().filter(|_| cx.open) else {
         return problem(format!("{id} outside a block"));
     };
-    let time = *time;
-    if *open_height != height || *open_hash != hash || *last_seq + 1 != seq {
-        problem(format!("{id} out of sequence"));
+    let time = block.time;
+    if block.height != height
+        || block.hash != hash
+        || block.seqs.last().map(|last| last + 1) != Some(seq)
+    {
+        found.format_problems.push(format!("{id} out of sequence"));
     }
-    *last_seq = seq;
+    block.seqs.push(seq);
+    if event_type == "BUS_EVENT_TYPE_ORACLE_DATA" {
+        block.oracle_data += 1;
+    }
     match event_type {
         "BUS_EVENT_TYPE_TIME_UPDATE" => {
             let stamp = int(&event["timeUpdate"]["timestamp"], &mut found.numeric_fields);
@@ -194,7 +216,7 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
             {
                 found.format_problems.push(format!("bad END_BLOCK {id}"));
             }
-            cx.block = None;
+            cx.open = false;
             found.counted.blocks += 1;
         }
         "BUS_EVENT_TYPE_ACCOUNT" => {
@@ -222,7 +244,35 @@ fn check_event(cx: &mut Context, found: &mut Analysis, event: &Value) {
                     .push(format!("{n_entries} entries in {id}"));
             }
         }
-        other => problem(format!("unexpected type {other:?} in {id}")),
+        other => found
+            .format_problems
+            .push(format!("unexpected type {other:?} in {id}")),
+    }
+}
+
+/// Heights rise by one and times strictly increase, except that the second block of a stream
+/// may repeat the first one's height and time with another hash, as a core's genesis block and
+/// first block do.
+fn check_block_order(found: &mut Analysis, height: u64, hash: &str, time: i64, id: &str) {
+    let Some(last) = found.blocks.last() else {
+        return;
+    };
+    let genesis_pair = found.blocks.len() == 1 && last.height == height;
+    if genesis_pair {
+        if last.hash == hash || last.time != time {
+            found.format_problems.push(format!(
+                "first-height pair without its own hash or time at {id}"
+            ));
+        }
+        return;
+    }
+    if last.height + 1 != height {
+        found.format_problems.push(format!("height jumps at {id}"));
+    }
+    if last.time >= time {
+        found
+            .time_problems
+            .push(format!("time not increasing at {id}"));
     }
 }
 
@@ -356,6 +406,9 @@ fn check_entry(cx: &mut Context, found: &mut Analysis, id: &str, time: i64, entr
     }
 
     found.counted.ledger_entries += 1;
+    if let Some(block) = found.blocks.last_mut() {
+        block.entries.push((transfer_type.to_owned(), to.0.clone()));
+    }
     found.big_amounts += u64::from(amount > u128::from(u64::MAX));
     found.same_party_entries += u64::from(from.1.is_some() && from.1 == to.1);
     let network = |key: &AccountKey| key.1.is_none() && !external(key);
