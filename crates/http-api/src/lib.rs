@@ -12,6 +12,10 @@
 //!   kept failing, 503 otherwise.
 //! - `GET /metrics`: Prometheus metrics.
 //!
+//! Every query parameter is read by its JSON name (above) and by its proto name (`party_id`,
+//! `date_range.start_timestamp`, `oracle_spec_id`, …), as Vega's gateway reads them; one given
+//! twice is refused.
+//!
 //! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 with `Allow`
 //! for a known path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
 //! answers are indented with `?pretty`, and bodies are compressed (gzip, zstd or brotli) when

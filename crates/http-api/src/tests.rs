@@ -4,6 +4,7 @@ mod operations;
 mod page_cache;
 mod properties;
 mod server;
+mod wire;
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
