@@ -4,7 +4,7 @@
 //! grpc-gateway v2 binds a query parameter to a request field by the field's proto path
 //! (`party_id`, `date_range.start_timestamp`) and by its JSON path (`partyId`,
 //! `dateRange.startTimestamp`): clients use either, so both mean the same here.
-//! See: <https://grpc-ecosystem.github.io/grpc-gateway/docs/mapping/customizing_your_gateway/>
+//! See: <https://github.com/grpc-ecosystem/grpc-gateway/blob/main/runtime/query.go>
 
 use std::borrow::Cow;
 use std::fmt;
