@@ -10,7 +10,7 @@ use crate::oracle::{Cursors, ORACLE, Page, check_page, fetch};
 use crate::reference::Filter;
 use crate::support::{Dataset, Server, get};
 
-fn first_config() -> GenerateConfig {
+pub fn first_config() -> GenerateConfig {
     GenerateConfig {
         seed: 3,
         blocks: 40,
@@ -26,7 +26,7 @@ fn first_config() -> GenerateConfig {
 
 /// The blocks that follow everything in `dataset`, from another seed (without a genesis block:
 /// they continue the chain).
-fn next_config(dataset: &Dataset, seed: u64) -> GenerateConfig {
+pub fn next_config(dataset: &Dataset, seed: u64) -> GenerateConfig {
     GenerateConfig {
         seed,
         start_height: dataset.end_height,

@@ -14,3 +14,4 @@ mod oracle;
 mod reference;
 mod schema;
 mod support;
+mod wire;

@@ -92,6 +92,14 @@ impl Health for MemoryStore {
     fn check(&self) -> Result<(), storage::Error> {
         Ok(())
     }
+
+    fn chain_tip(&self) -> Result<Option<storage::ChainTip>, storage::Error> {
+        Ok(Some(storage::ChainTip {
+            first_height: 1,
+            last_height: 1,
+            last_vega_time: Some(0),
+        }))
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -69,10 +69,11 @@ pub(crate) fn decorate(allowed: &AllowedOrigins, request: &HeaderMap, headers: &
         return;
     };
     headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, allow);
-    // Without it, a page cannot read the export's file name from Content-Disposition.
+    // Without it, a page cannot read the export's file name from Content-Disposition, nor
+    // the block headers the Vega console judges a node's freshness by.
     headers.insert(
         ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("Content-Disposition"),
+        HeaderValue::from_static("Content-Disposition, X-Block-Height, X-Block-Timestamp"),
     );
 }
 

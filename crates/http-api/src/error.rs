@@ -15,6 +15,7 @@ use hyper::StatusCode;
 use hyper::header::{ALLOW, HeaderValue, RETRY_AFTER};
 
 use crate::body::Body;
+use crate::query::Repeated;
 use crate::respond::{Style, whole};
 
 /// Vega's API detail codes used here.
@@ -243,6 +244,17 @@ impl ApiError {
             _ => {}
         }
         response
+    }
+}
+
+impl From<Repeated> for ApiError {
+    /// A repeated field is a malformed request; `inner` names the field in both spellings.
+    fn from(err: Repeated) -> Self {
+        Self::invalid(
+            detail::MALFORMED_REQUEST,
+            "malformed request",
+            err.to_string(),
+        )
     }
 }
 

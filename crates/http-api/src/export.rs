@@ -23,7 +23,7 @@ use crate::body::{self, Body, BodyError};
 use crate::coding::Encoder;
 use crate::error::{ApiError, ErrorShape, detail};
 use crate::metrics::Abort;
-use crate::query::Query;
+use crate::query::{Field, Query, fields};
 use crate::respond::Style;
 use crate::{App, Metrics};
 
@@ -348,14 +348,14 @@ fn extensions(filter: &ExportFilter) -> String {
 /// The query string as an [`ExportFilter`], or the error Vega gives for it.
 pub(crate) fn parse_filter(query: &Query<'_>) -> Result<ExportFilter, ApiError> {
     let party = query
-        .get("partyId")
+        .get(fields::PARTY_ID)?
         .ok_or_else(|| ApiError::invalid(detail::MISSING_PARTY_ID, "missing party id", ""))?
         .parse::<PartyId>()
         .map_err(|err| {
             ApiError::invalid(detail::NOT_MAPPED, "invalid party id", err.to_string())
         })?;
     let asset = query
-        .get("assetId")
+        .get(fields::ASSET_ID)?
         .map(str::parse::<AssetId>)
         .transpose()
         .map_err(|err| {
@@ -365,22 +365,25 @@ pub(crate) fn parse_filter(query: &Query<'_>) -> Result<ExportFilter, ApiError> 
                 err.to_string(),
             )
         })?;
-    let timestamp = |name: &str| -> Result<Option<i64>, ApiError> {
+    let timestamp = |field: Field| -> Result<Option<i64>, ApiError> {
         query
-            .get(name)
+            .get(field)?
             .map(|text| {
                 text.parse::<i64>().map_err(|_| {
                     ApiError::invalid(
                         detail::MALFORMED_REQUEST,
                         "malformed request",
-                        format!("{name}: {text:?} is not a decimal int64 of Unix nanoseconds"),
+                        format!(
+                            "{}: {text:?} is not a decimal int64 of Unix nanoseconds",
+                            field.json
+                        ),
                     )
                 })
             })
             .transpose()
     };
-    let start = timestamp("dateRange.startTimestamp")?;
-    let end = timestamp("dateRange.endTimestamp")?;
+    let start = timestamp(fields::START_TIMESTAMP)?;
+    let end = timestamp(fields::END_TIMESTAMP)?;
     let range = TimeRange::new(start, end).map_err(|err| {
         ApiError::invalid(detail::NOT_MAPPED, "invalid date range", err.to_string())
     })?;

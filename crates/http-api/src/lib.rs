@@ -12,8 +12,13 @@
 //!   kept failing, 503 otherwise.
 //! - `GET /metrics`: Prometheus metrics.
 //!
+//! Every query parameter is read by its JSON name (above) and by its proto name (`party_id`,
+//! `date_range.start_timestamp`, `oracle_spec_id`, …), as Vega's gateway reads them; one given
+//! twice is refused.
+//!
 //! `OPTIONS` on any of them answers CORS preflights; anything else answers 404 (405 with `Allow`
-//! for a known path with another method) in Vega's error shape. Every answer carries CORS headers, JSON
+//! for a known path with another method) in Vega's error shape. Every answer under `/api/v2`,
+//! errors included, carries Vega's `X-Block-Height` and `X-Block-Timestamp` (`freshness.rs`). Every answer carries CORS headers, JSON
 //! answers are indented with `?pretty`, and bodies are compressed (gzip, zstd or brotli) when
 //! `Accept-Encoding` allows, the export as it streams. Oracle data pages are kept in memory while
 //! the store's data version stays the same, so that a page asked again costs no read.
@@ -32,6 +37,7 @@ mod coding;
 mod cors;
 mod error;
 mod export;
+mod freshness;
 mod health;
 mod metrics;
 mod observe;
@@ -178,7 +184,14 @@ impl App {
             coding: Coding::negotiate(request.headers()),
             pretty: query.has("pretty"),
         };
+        // Taken before the request is served: the answer holds at least the data up to it.
+        let tip = freshness::applies_to(request.uri().path())
+            .then(|| self.chain_tip())
+            .flatten();
         let mut response = self.route(&request, route, &query, style).await;
+        if let Some(tip) = &tip {
+            freshness::decorate(tip, response.headers_mut());
+        }
         cors::decorate(&self.inner.cors, request.headers(), response.headers_mut());
         let exchange = Exchange {
             metrics: self.metrics(),
@@ -212,6 +225,7 @@ impl App {
                 .await
                 .unwrap_or_else(|err| err.into_response(ErrorShape::Bare, style)),
             (&Method::GET, Route::Metrics) => {
+                self.inner.metrics.stored_chain(self.chain_tip().as_ref());
                 let body = style.compress(self.inner.metrics.render());
                 whole(StatusCode::OK, metrics::CONTENT_TYPE, body)
             }
@@ -292,6 +306,16 @@ impl App {
     fn data_version(&self) -> Option<u64> {
         self.inner.oracle.data_version().unwrap_or_else(|err| {
             tracing::debug!(error = %err, "no data version; the page is not cached");
+            None
+        })
+    }
+
+    /// How far the store's chain goes, from its memory, inline like [`App::data_version`]
+    /// (the rule of `Health::chain_tip`). A store that fails to tell is answered without the
+    /// headers: the answer itself reports what is wrong with the store.
+    fn chain_tip(&self) -> Option<storage::ChainTip> {
+        self.inner.health.chain_tip().unwrap_or_else(|err| {
+            tracing::debug!(error = %err, "no chain tip; the answer has no block headers");
             None
         })
     }

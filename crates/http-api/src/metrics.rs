@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use storage::ChainTip;
+
 use prometheus::{
     Encoder as _, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
     Registry, TextEncoder,
@@ -88,6 +90,8 @@ pub struct Metrics {
     ingest_last_block: IntGauge,
     ingest_last_vega_time: Gauge,
     ingest_running: IntGauge,
+    first_block: IntGauge,
+    last_block: IntGauge,
     /// The totals last reported, so that counters advance by the difference.
     ingest_reported: [AtomicU64; 3],
 }
@@ -225,6 +229,14 @@ impl Metrics {
                 "datanode_ingest_running",
                 "1 while an ingest runs in this process",
             ),
+            first_block: gauge(
+                "datanode_first_block_height",
+                "Lowest block height stored (0 while no block is stored)",
+            ),
+            last_block: gauge(
+                "datanode_last_block_height",
+                "Highest block height stored (0 while no block is stored)",
+            ),
             ingest_reported: Default::default(),
             registry,
         }
@@ -267,6 +279,15 @@ impl Metrics {
         }
         if let Some(nanos) = progress.last_vega_time {
             self.ingest_last_vega_time.set(nanos as f64 / 1e9);
+        }
+    }
+
+    /// Records how far the store's chain goes, from the store's memory.
+    pub(crate) fn stored_chain(&self, tip: Option<&ChainTip>) {
+        let height = |height: u64| i64::try_from(height).unwrap_or(i64::MAX);
+        if let Some(tip) = tip {
+            self.first_block.set(height(tip.first_height));
+            self.last_block.set(height(tip.last_height));
         }
     }
 

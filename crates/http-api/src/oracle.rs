@@ -12,7 +12,7 @@ use crate::App;
 use crate::body::Body;
 use crate::error::{ApiError, detail};
 use crate::page_cache::PageKey;
-use crate::query::Query;
+use crate::query::{Query, fields};
 use crate::respond::{Encoded, Style, whole};
 
 pub(crate) async fn oracle_data(
@@ -21,7 +21,7 @@ pub(crate) async fn oracle_data(
     style: Style,
 ) -> Result<Response<Body>, ApiError> {
     let spec = query
-        .get("oracleSpecId")
+        .get(fields::ORACLE_SPEC_ID)?
         .map(str::parse::<OracleSpecId>)
         .transpose()
         .map_err(|err| {
@@ -31,12 +31,14 @@ pub(crate) async fn oracle_data(
                 err.to_string(),
             )
         })?;
+    // A page size keeps its empty value, so that `pagination.first=` is refused rather than
+    // read as "no size".
     let params = PaginationParams {
-        first: raw(query, "pagination.first"),
-        after: query.get("pagination.after"),
-        last: raw(query, "pagination.last"),
-        before: query.get("pagination.before"),
-        newest_first: query.get("pagination.newestFirst"),
+        first: query.raw(fields::FIRST)?,
+        after: query.get(fields::AFTER)?,
+        last: query.raw(fields::LAST)?,
+        before: query.get(fields::BEFORE)?,
+        newest_first: query.get(fields::NEWEST_FIRST)?,
     };
     let page_request = PageRequest::parse(&params).map_err(|err| {
         ApiError::invalid(
@@ -96,12 +98,6 @@ async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
     })?;
     app.record_read(&page);
     page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
-}
-
-/// A page size keeps its empty value, so that `pagination.first=` is refused rather than read
-/// as "no size".
-fn raw<'q>(query: &'q Query<'_>, name: &str) -> Option<&'q str> {
-    query.get(name).or_else(|| query.has(name).then_some(""))
 }
 
 /// Vega's detail message for a page the store could not serve.

@@ -1,9 +1,11 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
+mod freshness;
 mod operations;
 mod page_cache;
 mod properties;
 mod server;
+mod wire;
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,7 +17,9 @@ use hyper::{Method, Request, StatusCode};
 use ledger_core::{CSV_HEADER, ExportFilter, OracleSpecId};
 use oracle_core::{PageRequest, Position};
 use serde_json::{Value, json};
-use storage::{Error, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore};
+use storage::{
+    ChainTip, Error, ExportSink, ExportSummary, Health, LedgerStore, OraclePage, OracleStore,
+};
 use tokio::sync::oneshot;
 
 use crate::{App, AppConfig};
@@ -55,6 +59,8 @@ struct FakeStore {
     /// Show the spec filter in every node, and pad it with this many bytes, so that pages of
     /// different specs differ and pages are worth compressing.
     spec_and_pad: Option<usize>,
+    /// The chain tip told.
+    tip: Arc<Mutex<Option<ChainTip>>>,
 }
 
 impl FakeStore {
@@ -192,6 +198,10 @@ impl Health for FakeStore {
             return Err(Error::Unavailable("disk on fire".into()));
         }
         Ok(())
+    }
+
+    fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
+        Ok(*self.tip.lock().unwrap())
     }
 }
 

@@ -6,8 +6,8 @@ use oracle_core::PageRequest;
 #[cfg(feature = "postgres")]
 use crate::PgStore;
 use crate::{
-    ChainState, Error, Examples, ExportSink, ExportSummary, Health, LedgerStore, OraclePage,
-    OracleStore, SqliteStore,
+    ChainState, ChainTip, Error, Examples, ExportSink, ExportSummary, Health, LedgerStore,
+    OraclePage, OracleStore, SqliteStore,
 };
 
 /// A store of any backend compiled in, for programs that pick one at run time.
@@ -36,6 +36,16 @@ impl AnyStore {
             AnyStore::Sqlite(store) => store.examples(),
             #[cfg(feature = "postgres")]
             AnyStore::Postgres(store) => store.examples(),
+        }
+    }
+
+    /// Makes [`Health::chain_tip`] show every commit made so far: PostgreSQL rereads it now
+    /// (see `PgStore::refresh_chain_tip`); SQLite's never lags.
+    pub fn refresh_chain_tip(&self) -> Result<(), Error> {
+        match self {
+            AnyStore::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.refresh_chain_tip(),
         }
     }
 }
@@ -82,6 +92,14 @@ impl Health for AnyStore {
             AnyStore::Sqlite(store) => store.check(),
             #[cfg(feature = "postgres")]
             AnyStore::Postgres(store) => store.check(),
+        }
+    }
+
+    fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.chain_tip(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.chain_tip(),
         }
     }
 }

@@ -42,6 +42,10 @@
 //!   that the HTTP layer may serve a page read at that version again. It answers from memory:
 //!   SQLite asks a connection kept for it (`PRAGMA data_version`); PostgreSQL cannot tell
 //!   without a round trip and answers `None`.
+//! - **Chain tip.** [`Health::chain_tip`] answers from memory too, at most [`CHAIN_TIP_LAG`]
+//!   behind the database: SQLite rereads the `blocks` table on the data-version connection when
+//!   the version changed; PostgreSQL rereads it on a thread of the store once per
+//!   [`CHAIN_TIP_LAG`], which stops with the store.
 //! - **Release on drop.** A read that stops early (the sink breaks, the caller panics or drops
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside
@@ -63,14 +67,17 @@ mod segment;
 mod sqlite;
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod suite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod tip;
 mod url;
 
 #[cfg(feature = "sqlite")]
 pub use any::AnyStore;
 pub use error::{Error, ROW_FORMAT};
 pub use model::{
-    BlockRecord, BlockState, BlockTime, ChainState, Examples, ExportSink, ExportSummary, Health,
-    IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage, OracleRow, OracleStore,
+    BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
+    ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,
+    OracleRow, OracleStore,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgConfig, PgStore, PgWriter};

@@ -113,10 +113,36 @@ pub(crate) fn push_node(nodes: &mut Vec<u8>, node: &[u8]) -> Range<usize> {
     start..nodes.len()
 }
 
-/// Answers whether the store is usable.
+/// Answers whether the store is usable, and how far its chain goes.
 pub trait Health: Send + Sync {
     /// Runs a trivial read; an error means the store cannot serve.
     fn check(&self) -> Result<(), Error>;
+
+    /// The first and last stored heights and the last block's vega time; `None` while the
+    /// store holds no block.
+    ///
+    /// Callers run this on async worker threads, inline, once per request (the HTTP layer puts
+    /// it in every answer's `X-Block-Height` and `X-Block-Timestamp`): an implementation answers
+    /// from memory and never waits for a writer or the network. It may lag the database by at
+    /// most [`CHAIN_TIP_LAG`]: SQLite rereads its `blocks` table only when its data version
+    /// changed, so it never lags; PostgreSQL rereads it in the background once per
+    /// [`CHAIN_TIP_LAG`].
+    fn chain_tip(&self) -> Result<Option<ChainTip>, Error>;
+}
+
+/// How far [`Health::chain_tip`] may lag the database.
+pub const CHAIN_TIP_LAG: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Where the stored chain starts and ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainTip {
+    /// The lowest stored height.
+    pub first_height: u64,
+    /// The highest stored height.
+    pub last_height: u64,
+    /// The vega time of the last stored block in Unix nanoseconds; when that block has none
+    /// (it held no timed event), the latest one known below it; `None` when no block has one.
+    pub last_vega_time: Option<i64>,
 }
 
 /// One ledger entry as seen by one party that owns one of its accounts.

@@ -31,7 +31,7 @@ pub(crate) use oracle::{
 };
 pub(crate) use writer::{
     a_datum_twice_in_one_batch_reads_as_the_first, block_state_round_trips,
-    committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
+    chain_tip_follows_commits, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
     failed_commit_leaves_nothing_and_the_writer_usable, two_blocks_of_one_height_and_one_chain,
 };
 
@@ -57,6 +57,7 @@ macro_rules! backend_tests {
             a_datum_twice_in_one_batch_reads_as_the_first,
             block_state_round_trips,
             two_blocks_of_one_height_and_one_chain,
+            chain_tip_follows_commits,
             failed_commit_leaves_nothing_and_the_writer_usable,
             empty_store_is_healthy,
         );
@@ -71,9 +72,20 @@ macro_rules! backend_tests {
 pub(crate) use backend_tests;
 
 /// Everything the HTTP layer reads, in one bound.
-pub(crate) trait Store: LedgerStore + OracleStore + Health {}
+pub(crate) trait Store: LedgerStore + OracleStore + Health {
+    /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag.
+    fn settle_chain_tip(&self) {}
+}
 
-impl<S: LedgerStore + OracleStore + Health> Store for S {}
+#[cfg(feature = "sqlite")]
+impl Store for crate::SqliteStore {}
+
+#[cfg(feature = "postgres")]
+impl Store for crate::PgStore {
+    fn settle_chain_tip(&self) {
+        self.refresh_chain_tip().unwrap();
+    }
+}
 
 pub(crate) fn party(n: u8) -> PartyId {
     PartyId::from_bytes([n; 32])

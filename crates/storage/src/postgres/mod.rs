@@ -30,6 +30,7 @@ mod segments;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+mod tip;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -40,7 +41,7 @@ use postgres::{Client, Config, GenericClient, Statement};
 
 use crate::segment::SegmentRef;
 use crate::url::redact;
-use crate::{Error, Examples, Health};
+use crate::{ChainTip, Error, Examples, Health};
 pub use ingest::PgWriter;
 pub use schema::Migrated;
 
@@ -64,9 +65,15 @@ impl Default for PgConfig {
     }
 }
 
+/// The pool of a store's read connections.
+type Pool = r2d2::Pool<Manager>;
+
 /// A store in one PostgreSQL database.
 pub struct PgStore {
-    pool: r2d2::Pool<Manager>,
+    pool: Pool,
+    /// The chain tip, refreshed in the background; declared after the pool only for reading
+    /// order: it holds a clone of the pool and stops (joining its thread) when dropped.
+    tip: tip::TipWatch,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -99,7 +106,8 @@ impl PgStore {
             .test_on_check_out(false)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
-        Ok(Self { pool })
+        let tip = tip::TipWatch::start(pool.clone());
+        Ok(Self { pool, tip })
     }
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
@@ -177,12 +185,6 @@ impl PgStore {
         Ok(examples)
     }
 
-    fn get(&self) -> Result<r2d2::PooledConnection<Manager>, Error> {
-        self.pool
-            .get()
-            .map_err(|err| Error::Unavailable(Box::new(err)))
-    }
-
     /// Runs `read` on a pooled connection. A connection killed while it sat idle in the pool
     /// (`pg_terminate_backend`, a database restart) fails its next read as
     /// [`Error::Unavailable`]: the read then runs again on another connection, made afresh when
@@ -192,26 +194,51 @@ impl PgStore {
     /// not tried again: then the database itself is unavailable.
     fn read<T>(
         &self,
-        mut read: impl FnMut(&mut PgConn) -> Result<T, Error>,
+        read: impl FnMut(&mut PgConn) -> Result<T, Error>,
         may_retry: impl Fn() -> bool,
     ) -> Result<T, Error> {
-        // Each failed try discards a connection, so the pool's size bounds the tries.
-        let mut tries = self.pool.max_size();
-        loop {
-            let mut conn = self.get()?;
-            let result = read(&mut conn);
-            match result {
-                Err(Error::Unavailable(err)) => {
-                    conn.broken = true;
-                    if conn.served == 0 || tries == 0 || !may_retry() {
-                        return Err(Error::Unavailable(err));
-                    }
-                    tries -= 1;
+        read_pooled(&self.pool, read, may_retry)
+    }
+
+    fn get(&self) -> Result<r2d2::PooledConnection<Manager>, Error> {
+        pooled(&self.pool)
+    }
+
+    /// Reads the chain tip now rather than at the background refresh's next turn (at most
+    /// [`CHAIN_TIP_LAG`](crate::CHAIN_TIP_LAG) away): for a process that has just committed
+    /// through its own writer and serves too, and for tests.
+    pub fn refresh_chain_tip(&self) -> Result<(), Error> {
+        self.tip.refresh(&self.pool)
+    }
+}
+
+/// A connection of `pool`.
+fn pooled(pool: &Pool) -> Result<r2d2::PooledConnection<Manager>, Error> {
+    pool.get().map_err(|err| Error::Unavailable(Box::new(err)))
+}
+
+/// [`PgStore::read`] on `pool`, for the store and its background refresh alike.
+fn read_pooled<T>(
+    pool: &Pool,
+    mut read: impl FnMut(&mut PgConn) -> Result<T, Error>,
+    may_retry: impl Fn() -> bool,
+) -> Result<T, Error> {
+    // Each failed try discards a connection, so the pool's size bounds the tries.
+    let mut tries = pool.max_size();
+    loop {
+        let mut conn = pooled(pool)?;
+        let result = read(&mut conn);
+        match result {
+            Err(Error::Unavailable(err)) => {
+                conn.broken = true;
+                if conn.served == 0 || tries == 0 || !may_retry() {
+                    return Err(Error::Unavailable(err));
                 }
-                result => {
-                    conn.served += 1;
-                    return result;
-                }
+                tries -= 1;
+            }
+            result => {
+                conn.served += 1;
+                return result;
             }
         }
     }
@@ -228,6 +255,11 @@ impl Health for PgStore {
             },
             || true,
         )
+    }
+
+    /// From memory: the background refresh's last read (see `tip.rs`).
+    fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
+        Ok(self.tip.current())
     }
 }
 

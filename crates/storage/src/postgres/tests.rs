@@ -10,7 +10,7 @@ use postgres::Client;
 use super::schema::{CREATED_BY, MIGRATIONS};
 use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
-use crate::{Error, Health, IngestBatch, IngestWriter, suite};
+use crate::{CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, suite};
 
 /// Runs a suite test on a fresh database, or skips.
 fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
@@ -382,4 +382,62 @@ fn killed_connections_are_unavailable_then_replaced() {
         ))
         .unwrap();
     store.check().unwrap();
+}
+
+/// Without being asked, the store's thread finds a commit within about [`CHAIN_TIP_LAG`], and
+/// stops with the store.
+#[test]
+fn chain_tip_refreshes_in_the_background() {
+    let Some(db) = TestDatabase::create("chain_tip_refreshes_in_the_background") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    assert_eq!(store.chain_tip().unwrap(), None);
+    let block = crate::BlockRecord {
+        height: 9,
+        hash: None,
+        seq_base: 0,
+        state: crate::BlockState {
+            vega_time: Some(90),
+            last_seq: 1,
+        },
+    };
+    suite::commit(
+        &mut writer,
+        &IngestBatch {
+            blocks: vec![block],
+            ..IngestBatch::default()
+        },
+    );
+    let started = std::time::Instant::now();
+    let expected = Some(crate::ChainTip {
+        first_height: 9,
+        last_height: 9,
+        last_vega_time: Some(90),
+    });
+    let seen = store
+        .tip
+        .wait_until(CHAIN_TIP_LAG * 3, |tip| *tip == expected);
+    assert_eq!(seen, expected);
+    assert!(
+        started.elapsed() < CHAIN_TIP_LAG * 2,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(store.chain_tip().unwrap(), expected);
+    // Dropping the store joins its thread: the database has no connection of it left.
+    drop(store);
+    let mut admin = Client::connect(db.url(), postgres::NoTls).unwrap();
+    let others: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND application_name = 'vega-datanode-lite'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    drop(writer);
+    assert_eq!(others, 1, "only the writer's connection is left");
 }

@@ -31,7 +31,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::segment::SegmentRef;
-use crate::{ChainState, Error, Examples, Health};
+use crate::{ChainState, ChainTip, Error, Examples, Health};
 pub use ingest::SqliteWriter;
 use pool::Pool;
 use version::DataVersion;
@@ -206,6 +206,11 @@ impl Health for SqliteStore {
         let conn = self.readers.get()?;
         conn.query_row("SELECT count(*) FROM schema_info", [], |_| Ok(()))
             .map_err(map_err)
+    }
+
+    /// From the data-version connection, read again only after a commit (see `version.rs`).
+    fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
+        self.version.chain_tip()
     }
 }
 

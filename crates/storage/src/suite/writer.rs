@@ -1,7 +1,9 @@
 //! The writer: idempotent commits, block progress, failed commits, and the health check.
 
 use super::{Store, commit, contents, ledger_row, oracle_row, spec, spec_labels};
-use crate::{BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter};
+use crate::{
+    BlockRecord, BlockState, BlockTime, ChainState, ChainTip, Error, IngestBatch, IngestWriter,
+};
 
 fn block(height: u64, vega_time: Option<i64>, last_seq: u64) -> BlockRecord {
     BlockRecord {
@@ -145,6 +147,44 @@ pub(crate) fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn Ing
     check_block(writer, u64::MAX, None);
     check_block(writer, 0, Some((Some(i64::MAX), 0)));
     check_block(writer, 6, Some((Some(-7), 0)));
+}
+
+/// The chain tip: the lowest and highest heights stored, and the latest vega time known at or
+/// below the highest one; the same answer while nothing is committed.
+pub(crate) fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+    let tip = |first_height, last_height, last_vega_time| {
+        Some(ChainTip {
+            first_height,
+            last_height,
+            last_vega_time,
+        })
+    };
+    let mut commit_then_check = |blocks: Vec<BlockRecord>, expected: Option<ChainTip>| {
+        if !blocks.is_empty() {
+            commit(
+                writer,
+                &IngestBatch {
+                    blocks,
+                    ..IngestBatch::default()
+                },
+            );
+        }
+        store.settle_chain_tip();
+        assert_eq!(store.chain_tip().unwrap(), expected);
+        // Asked again with nothing committed: from memory, the same.
+        assert_eq!(store.chain_tip().unwrap(), expected);
+    };
+    commit_then_check(vec![], None);
+    commit_then_check(vec![block(5, Some(100), 1)], tip(5, 5, Some(100)));
+    // A last block without a time shows the latest time below it.
+    commit_then_check(
+        vec![block(6, Some(200), 0), block(7, None, 0)],
+        tip(5, 7, Some(200)),
+    );
+    commit_then_check(vec![block(7, Some(300), 1)], tip(5, 7, Some(300)));
+    commit_then_check(vec![block(3, Some(50), 0)], tip(3, 7, Some(300)));
+    let max = i64::MAX as u64;
+    commit_then_check(vec![block(max, None, 0)], tip(3, max, Some(300)));
 }
 
 /// A batch that fails after its first rows went in: the dictionaries got new entries inside the
