@@ -121,7 +121,8 @@ fn a_parameter_given_under_both_names_is_refused_naming_it() {
 
 /// The store's blocks as the answers must show them: the last height and its vega time.
 fn last_block(dataset: &Dataset) -> (String, String) {
-    let last_height = dataset.config.start_height + dataset.summary.blocks - 1;
+    // The height a continuation would start at follows the last stored one.
+    let last_height = dataset.end_height - 1;
     (last_height.to_string(), dataset.last_time().to_string())
 }
 
