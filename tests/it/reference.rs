@@ -292,11 +292,14 @@ impl Entry {
     }
 }
 
-/// `2023-07-22T04:26:41.123456789Z`.
+/// As Vega's export prints a `timestamptz`: `2023-07-22 04:26:41.123456+00`, the time floored
+/// to the microsecond, the fraction's trailing zeros and a bare dot dropped.
 pub fn format_time(nanos: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(nanos)
-        .format("%Y-%m-%dT%H:%M:%S%.9fZ")
-        .to_string()
+    let micros = chrono::DateTime::from_timestamp_micros(nanos.div_euclid(1_000))
+        .expect("every i64 of nanoseconds is within chrono's range")
+        .format("%Y-%m-%d %H:%M:%S%.6f")
+        .to_string();
+    format!("{}+00", micros.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// The file-name form of a bound: RFC 3339 in whole seconds, `:` replaced by `_`.
@@ -453,9 +456,13 @@ fn reference_model_agrees_with_the_generator() {
 
 #[test]
 fn reference_formats_times_like_vega() {
-    assert_eq!(
-        format_time(1_690_000_001_000_000_007),
-        "2023-07-22T04:26:41.000000007Z"
-    );
+    for (nanos, expected) in [
+        (1_690_000_001_000_000_007, "2023-07-22 04:26:41+00"),
+        (1_690_000_001_123_456_789, "2023-07-22 04:26:41.123456+00"),
+        (1_690_000_001_120_000_000, "2023-07-22 04:26:41.12+00"),
+        (-1, "1969-12-31 23:59:59.999999+00"),
+    ] {
+        assert_eq!(format_time(nanos), expected);
+    }
     assert_eq!(file_time(1_690_000_001_999_999_999), "2023-07-22T04_26_41Z");
 }

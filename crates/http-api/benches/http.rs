@@ -28,7 +28,7 @@ struct MemoryStore {
 impl MemoryStore {
     fn new(rows: usize) -> Self {
         let row = format!(
-            "2023-07-22T04:26:41.450275408Z,737535954357,-737535954357,TRANSFER_TYPE_MARGIN_LOW,{a},{m},{p},GENERAL,1000000000000000000000,{m},{p},MARGIN,123456789\n",
+            "2023-07-22 04:26:41.450275+00,737535954357,-737535954357,TRANSFER_TYPE_MARGIN_LOW,{a},{m},{p},GENERAL,1000000000000000000000,{m},{p},MARGIN,123456789\n",
             a = "761a44e8f7283712feb22a3dc5a21b1bec3b622ae51f03bc2c5eeb061bf02a9d",
             m = "3d058bdb5102741a05d9e85e27d1db20939091861faa99ca9d98c2b58a9ec133",
             p = PARTY,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use ledger_core::{EntryKey, VEGA_TIME_LEN, VegaTime, restamp, vega_time_column};
+use ledger_core::{EntryKey, VegaTime, VegaTimeColumn, restamp};
 use oracle_core::Position;
 use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
@@ -119,7 +119,7 @@ pub(crate) struct Assembler<'o, 'p> {
     /// The current vega time: set by time events, carried across blocks.
     vega_time: Option<i64>,
     /// The `vega_time` column of the last time stamped: blocks share one time.
-    time_column: Option<(i64, [u8; VEGA_TIME_LEN])>,
+    time_column: Option<(i64, VegaTimeColumn)>,
     /// Whether this stream marks block ends, which tells a cut-off last block from a whole one.
     saw_end_block: bool,
     block: Option<OpenBlock>,
@@ -535,12 +535,9 @@ fn same_hash(a: Option<&str>, b: Option<&str>) -> bool {
 }
 
 /// The `vega_time` column of `time`, formatted once per distinct time.
-fn cached_column(
-    cache: &mut Option<(i64, [u8; VEGA_TIME_LEN])>,
-    time: i64,
-) -> &[u8; VEGA_TIME_LEN] {
+fn cached_column(cache: &mut Option<(i64, VegaTimeColumn)>, time: i64) -> &VegaTimeColumn {
     if cache.is_none_or(|(cached, _)| cached != time) {
-        *cache = Some((time, vega_time_column(VegaTime::from_nanos(time))));
+        *cache = Some((time, VegaTimeColumn::new(VegaTime::from_nanos(time))));
     }
     &cache.as_ref().expect("filled above").1
 }

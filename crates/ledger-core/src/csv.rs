@@ -2,34 +2,79 @@
 
 use std::fmt;
 
-use crate::time::RFC3339_NANOS_LEN;
+use crate::time::POSTGRES_MAX_LEN;
 use crate::{Effect, Hex, LedgerEntry, PartyId, VegaTime};
 
 /// The export's header line, naming the columns [`CsvRowEncoder::encode`] writes.
 pub const CSV_HEADER: &str = "vega_time,quantity,effect,transfer_type,asset_id,account_from_market_id,account_from_party_id,account_from_account_type,account_from_balance,account_to_market_id,account_to_party_id,account_to_account_type,account_to_balance\n";
 
-/// Bytes of the `vega_time` column: nine-digit RFC 3339 is 30 bytes for every `i64` of
-/// nanoseconds, since the year always has four digits.
-pub const VEGA_TIME_LEN: usize = RFC3339_NANOS_LEN;
-
-/// The `vega_time` column of `vega_time`, for [`restamp`].
-pub fn vega_time_column(vega_time: VegaTime) -> [u8; VEGA_TIME_LEN] {
-    let mut column = [0u8; VEGA_TIME_LEN];
-    vega_time.write_rfc3339(&mut column);
-    column
+/// The `vega_time` column of a record, formatted once and written into many with [`restamp`]:
+/// the time as Vega's export prints a `timestamptz`, e.g. `2023-03-10 10:24:30.507963+00`
+/// (UTC, floored to the microsecond, the fraction's trailing zeros dropped, no fraction when
+/// it is zero).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct VegaTimeColumn {
+    bytes: [u8; POSTGRES_MAX_LEN],
+    /// Between 22 and 29.
+    len: u8,
 }
 
-/// Overwrites the `vega_time` column of a record written by [`CsvRowEncoder::encode`].
+impl VegaTimeColumn {
+    /// The column of `vega_time`.
+    pub fn new(vega_time: VegaTime) -> Self {
+        let mut bytes = [0u8; POSTGRES_MAX_LEN];
+        let len = vega_time.write_postgres(&mut bytes).len();
+        Self {
+            bytes,
+            // At most POSTGRES_MAX_LEN, 29.
+            len: len as u8,
+        }
+    }
+
+    /// The column's text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("write_postgres writes ASCII")
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for VegaTimeColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("VegaTimeColumn")
+            .field(&self.as_str())
+            .finish()
+    }
+}
+
+/// Replaces the `vega_time` column of a record written by [`CsvRowEncoder::encode`] with
+/// `column`.
 ///
-/// The column has a fixed width, so a record can be encoded where its event is parsed, before
-/// the time of its block is known, and stamped in place once it is, without a copy. Blocks
-/// share one time, so the caller formats each time once with [`vega_time_column`].
-pub fn restamp(record: &mut [u8], column: &[u8; VEGA_TIME_LEN]) {
-    assert!(
-        record.get(VEGA_TIME_LEN) == Some(&b','),
-        "not a record of CsvRowEncoder::encode"
-    );
-    record[..VEGA_TIME_LEN].copy_from_slice(column);
+/// A record is encoded where its event is parsed, before the time of its block is known, and
+/// stamped once it is. The column's width depends on the time (22 to 29 bytes): when the
+/// widths are equal, as they are when an entry carries its block's time (Vega's do), the
+/// column is overwritten in place; otherwise the rest of the record moves once, a `memmove` of
+/// a few hundred bytes (and a reallocation if the record has no spare capacity for a longer
+/// column). Blocks share one time, so the caller formats each time once.
+///
+/// # Panics
+///
+/// When `record` does not start with a `vega_time` column (no comma within its first 30
+/// bytes): it is not a record of [`CsvRowEncoder::encode`].
+pub fn restamp(record: &mut Vec<u8>, column: &VegaTimeColumn) {
+    let old_len = record
+        .iter()
+        .take(POSTGRES_MAX_LEN + 1)
+        .position(|byte| *byte == b',')
+        .expect("a record of CsvRowEncoder::encode starts with its vega_time column");
+    let new = column.as_bytes();
+    if old_len == new.len() {
+        record[..old_len].copy_from_slice(new);
+    } else {
+        record.splice(..old_len, new.iter().copied());
+    }
 }
 
 /// Encodes ledger entries as CSV records, one at a time, reusing its buffer.
@@ -38,7 +83,7 @@ pub fn restamp(record: &mut [u8], column: &[u8; VEGA_TIME_LEN]) {
 /// the first row (ids and times are formatted into stack buffers, the record goes into a buffer
 /// that is cleared, not freed) and writes the columns back to back. No column needs quoting
 /// under RFC 4180: every value is a validated or generated token (decimal digits, lowercase hex,
-/// an enum's name from a fixed table or its decimal code, RFC 3339), never a comma, quote or
+/// an enum's name from a fixed table or its decimal code, a time), never a comma, quote or
 /// line break, so a general CSV writer's scan of every byte for those would find nothing. The
 /// property tests read every record back with the `csv` crate's reader.
 #[derive(Default)]
@@ -54,7 +99,7 @@ impl CsvRowEncoder {
 
     /// Encodes `entry` as seen by `party` and returns the record, ending in `\n`.
     ///
-    /// Columns follow [`CSV_HEADER`]: `vega_time` (nine-digit RFC 3339), the amount, the
+    /// Columns follow [`CSV_HEADER`]: `vega_time` (as [`VegaTimeColumn`]), the amount, the
     /// effect on `party` (the amount for a credit, `-` and the amount for a debit, `0` when
     /// the party owns both sides), the transfer type's full name, the asset id, then for the
     /// from- and the to-account: market id (empty without one), owner (`network` or the party
@@ -65,8 +110,8 @@ impl CsvRowEncoder {
     /// the same for any row it would meet. A debit of zero is written `0`, not `-0`, as
     /// PostgreSQL's negation of a zero quantity prints in Vega's export.
     pub fn encode(&mut self, vega_time: VegaTime, entry: &LedgerEntry, party: PartyId) -> &[u8] {
-        let mut time_buf = [0u8; VEGA_TIME_LEN];
-        let time = vega_time.write_rfc3339(&mut time_buf);
+        let mut time_buf = [0u8; POSTGRES_MAX_LEN];
+        let time = vega_time.write_postgres(&mut time_buf);
         let amount = entry.amount.as_str();
         let (sign, effect) = match entry.effect_for(party).unwrap_or(Effect::Neutral) {
             Effect::Credit => ("", amount),
@@ -146,7 +191,7 @@ mod tests {
     const MARKET: &str = "3a4be70000000000000000000000000000000000000000000000000000000004";
     const MAX: &str =
         "115792089237316195423570985008687907853269984665640564039457584007913129639935";
-    /// 2023-07-22T04:26:41.014070079Z.
+    /// 2023-07-22T04:26:41.014070079Z, written `2023-07-22 04:26:41.01407+00`.
     const TIME: i64 = 1_690_000_001_014_070_079;
 
     fn party(hex: &str) -> Owner {
@@ -213,7 +258,7 @@ mod tests {
             &mut encoder,
             &deposit,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,100,100,TRANSFER_TYPE_DEPOSIT,<asset>,,network,EXTERNAL,0,,<alice>,GENERAL,100\n",
+            "2023-07-22 04:26:41.01407+00,100,100,TRANSFER_TYPE_DEPOSIT,<asset>,,network,EXTERNAL,0,,<alice>,GENERAL,100\n",
         );
 
         let withdraw = entry(
@@ -227,7 +272,7 @@ mod tests {
             &mut encoder,
             &withdraw,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,<max>,-<max>,TRANSFER_TYPE_WITHDRAW,<asset>,,<alice>,GENERAL,0,,network,EXTERNAL,<max>\n",
+            "2023-07-22 04:26:41.01407+00,<max>,-<max>,TRANSFER_TYPE_WITHDRAW,<asset>,,<alice>,GENERAL,0,,network,EXTERNAL,<max>\n",
         );
 
         let own_accounts = entry(
@@ -241,7 +286,7 @@ mod tests {
             &mut encoder,
             &own_accounts,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,7,0,TRANSFER_TYPE_MARGIN_LOW,<asset>,,<alice>,GENERAL,93,<market>,<alice>,MARGIN,7\n",
+            "2023-07-22 04:26:41.01407+00,7,0,TRANSFER_TYPE_MARGIN_LOW,<asset>,,<alice>,GENERAL,93,<market>,<alice>,MARGIN,7\n",
         );
 
         let confiscated = entry(
@@ -255,14 +300,14 @@ mod tests {
             &mut encoder,
             &confiscated,
             BOB,
-            "2023-07-22T04:26:41.014070079Z,12,-12,TRANSFER_TYPE_MARGIN_CONFISCATED,<asset>,<market>,<bob>,MARGIN,0,<market>,network,INSURANCE,1012\n",
+            "2023-07-22 04:26:41.01407+00,12,-12,TRANSFER_TYPE_MARGIN_CONFISCATED,<asset>,<market>,<bob>,MARGIN,0,<market>,network,INSURANCE,1012\n",
         );
         // A party owning neither side sees no effect.
         check(
             &mut encoder,
             &confiscated,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,12,0,TRANSFER_TYPE_MARGIN_CONFISCATED,<asset>,<market>,<bob>,MARGIN,0,<market>,network,INSURANCE,1012\n",
+            "2023-07-22 04:26:41.01407+00,12,0,TRANSFER_TYPE_MARGIN_CONFISCATED,<asset>,<market>,<bob>,MARGIN,0,<market>,network,INSURANCE,1012\n",
         );
     }
 
@@ -280,13 +325,13 @@ mod tests {
             &mut encoder,
             &transfer,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,0,0,TRANSFER_TYPE_TRANSFER_FUNDS_SEND,<asset>,,<alice>,GENERAL,5,,<bob>,GENERAL,5\n",
+            "2023-07-22 04:26:41.01407+00,0,0,TRANSFER_TYPE_TRANSFER_FUNDS_SEND,<asset>,,<alice>,GENERAL,5,,<bob>,GENERAL,5\n",
         );
         check(
             &mut encoder,
             &transfer,
             BOB,
-            "2023-07-22T04:26:41.014070079Z,0,0,TRANSFER_TYPE_TRANSFER_FUNDS_SEND,<asset>,,<alice>,GENERAL,5,,<bob>,GENERAL,5\n",
+            "2023-07-22 04:26:41.01407+00,0,0,TRANSFER_TYPE_TRANSFER_FUNDS_SEND,<asset>,,<alice>,GENERAL,5,,<bob>,GENERAL,5\n",
         );
     }
 
@@ -314,13 +359,13 @@ mod tests {
             &mut encoder,
             &short,
             ALICE,
-            "2023-07-22T04:26:41.014070079Z,1,0,TRANSFER_TYPE_WIN,<asset>,,network,EXTERNAL,0,,network,GLOBAL_REWARD,1\n",
+            "2023-07-22 04:26:41.01407+00,1,0,TRANSFER_TYPE_WIN,<asset>,,network,EXTERNAL,0,,network,GLOBAL_REWARD,1\n",
         );
         assert!(long_len > 400);
     }
 
     #[test]
-    fn restamping_replaces_only_the_time_column() {
+    fn restamping_replaces_only_the_time_column_whatever_its_width() {
         let deposit = entry(
             account(Owner::Network, AccountType::External, None),
             account(party(ALICE), AccountType::General, None),
@@ -330,20 +375,41 @@ mod tests {
         );
         let mut encoder = CsvRowEncoder::new();
         let alice = ALICE.parse().unwrap();
-        let expected = encoder
-            .encode(VegaTime::from_nanos(TIME), &deposit, alice)
-            .to_vec();
-        for placeholder in [i64::MIN, -1, 0, i64::MAX] {
-            let mut record = encoder
-                .encode(VegaTime::from_nanos(placeholder), &deposit, alice)
-                .to_vec();
-            restamp(&mut record, &vega_time_column(VegaTime::from_nanos(TIME)));
-            assert_eq!(record, expected);
+        // Columns of 22 (no fraction), 24, 28 and 29 bytes, to and from each other.
+        let times = [
+            1_690_000_001_000_000_000,
+            1_690_000_001_500_000_999,
+            TIME,
+            1_690_000_001_014_071_179,
+            -1,
+            i64::MIN,
+        ];
+        for placeholder in times {
+            for time in times {
+                let expected = encoder
+                    .encode(VegaTime::from_nanos(time), &deposit, alice)
+                    .to_vec();
+                let mut record = encoder
+                    .encode(VegaTime::from_nanos(placeholder), &deposit, alice)
+                    .to_vec();
+                restamp(
+                    &mut record,
+                    &VegaTimeColumn::new(VegaTime::from_nanos(time)),
+                );
+                assert_eq!(
+                    std::str::from_utf8(&record).unwrap(),
+                    std::str::from_utf8(&expected).unwrap()
+                );
+            }
         }
+        let column = |nanos| VegaTimeColumn::new(VegaTime::from_nanos(nanos));
+        assert_eq!(column(TIME).as_str(), "2023-07-22 04:26:41.01407+00");
         assert_eq!(
-            &vega_time_column(VegaTime::from_nanos(TIME)),
-            b"2023-07-22T04:26:41.014070079Z"
+            format!("{:?}", column(1_690_000_001_000_000_000)),
+            r#"VegaTimeColumn("2023-07-22 04:26:41+00")"#
         );
+        assert_eq!(column(TIME), column(TIME + 920));
+        assert_ne!(column(TIME), column(TIME + 921));
     }
 
     #[test]
@@ -361,7 +427,7 @@ mod tests {
         let record = encoder.encode(VegaTime::from_nanos(-1), &row, ALICE.parse().unwrap());
         let text = std::str::from_utf8(record).unwrap();
         assert_eq!(text.matches(',').count(), 12);
-        assert!(text.starts_with("1969-12-31T23:59:59.999999999Z,1,1,"));
+        assert!(text.starts_with("1969-12-31 23:59:59.999999+00,1,1,"));
         assert_eq!(format!("{encoder:?}"), "CsvRowEncoder { .. }");
     }
 }

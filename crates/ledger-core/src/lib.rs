@@ -11,7 +11,8 @@
 //!   [`EntryKey`] that orders every answer;
 //! - [`ExportFilter`] and [`TimeRange`], the parsed form of an export request;
 //! - [`CsvRowEncoder`] and [`CSV_HEADER`], the export's CSV rows, and [`restamp`], which sets
-//!   the time of a row encoded before its block's time was known.
+//!   the time of a row encoded before its block's time was known to a [`VegaTimeColumn`]
+//!   (the time as Vega's export prints it, `2023-03-10 10:24:30.507963+00`).
 //!
 //! Every fallible operation returns the crate's one [`Error`].
 //!
@@ -33,7 +34,7 @@ mod id;
 mod time;
 
 pub use crate::amount::Amount;
-pub use crate::csv::{CSV_HEADER, CsvRowEncoder, VEGA_TIME_LEN, restamp, vega_time_column};
+pub use crate::csv::{CSV_HEADER, CsvRowEncoder, VegaTimeColumn, restamp};
 pub use crate::entry::{Account, Effect, EntryKey, LedgerEntry};
 pub use crate::enums::{AccountType, TransferType};
 pub use crate::error::Error;

@@ -57,8 +57,11 @@ impl Error {
 ///
 /// Format 2 stores a party's ledger lines in segments (`segment.rs`) instead of a row each.
 /// Format 3: PostgreSQL segment lines are LZ4-compressed (and so are their indexes); SQLite's
-/// stored bytes are those of format 2, so a SQLite database of format 2 is migrated in place.
-pub const ROW_FORMAT: u32 = 3;
+/// stored bytes are those of format 2, so a SQLite database of format 2 was migrated in place.
+/// Format 4: the ledger lines' `vega_time` column is written as Vega's export writes it
+/// (`2023-03-10 10:24:30.507963+00`, PostgreSQL's text of a `timestamptz`) instead of RFC 3339
+/// with nine fraction digits; every database of an earlier format is refused.
+pub const ROW_FORMAT: u32 = 4;
 
 /// The message for a store written in another row format (only the backends read formats).
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

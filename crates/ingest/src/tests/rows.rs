@@ -1,7 +1,7 @@
 //! What an event becomes: export rows per owning party, the accepted spellings of the wire
 //! form, and the vega time every row and datum is filed under.
 
-use ledger_core::PartyId;
+use ledger_core::{ExportFilter, PartyId, TimeRange};
 use oracle_core::Position;
 use serde_json::{Value, json};
 
@@ -9,10 +9,12 @@ use super::lines::{
     A, ASSET, B, Body, C, MARKET, SPEC, T1, begin_block, block, datum, end_block, entry, ledger,
     oracle_data, text, time_update,
 };
-use super::{Snapshot, TempStore, export, oracle};
+use storage::LedgerStore;
 
-/// `T1` as the CSV writes it.
-const T1_TEXT: &str = "2023-07-22T04:26:40.123456789Z";
+use super::{Snapshot, TempStore, Text, export, oracle};
+
+/// `T1` as the CSV writes it: as Vega does, to the microsecond.
+const T1_TEXT: &str = "2023-07-22 04:26:40.123456+00";
 
 /// The CSV line of a [`entry`]-built deposit of 7, as seen with `effect`.
 fn row(effect: &str, from: &str, to: &str) -> String {
@@ -210,10 +212,6 @@ fn row_times(temp: &TempStore, party: &str) -> Vec<String> {
         .collect()
 }
 
-fn rfc3339(nanos: i64) -> String {
-    ledger_core::VegaTime::from_nanos(nanos).rfc3339()
-}
-
 #[test]
 fn rows_and_data_take_the_current_vega_time() {
     // Entry timestamps (5) and broadcast times (77, 78) are ignored once a time event was seen.
@@ -240,7 +238,14 @@ fn rows_and_data_take_the_current_vega_time() {
     ];
     let input = text(&lines);
     let temp = TempStore::with(&input);
-    let expected: Vec<String> = [5, T1, t2, t2, t3].map(rfc3339).to_vec();
+    // The times of 5, T1, t2, t2 and t3 ns: the column changes width as rows are stamped.
+    let expected = [
+        "1970-01-01 00:00:00+00",
+        T1_TEXT,
+        "2023-07-22 04:26:40.123457+00",
+        "2023-07-22 04:26:40.123457+00",
+        "2023-07-22 04:26:40.123458+00",
+    ];
     assert_eq!(row_times(&temp, A), expected);
     assert_eq!(row_times(&temp, B), expected);
     let position = |vega_time, block, seq| Position {
@@ -267,6 +272,43 @@ fn rows_and_data_take_the_current_vega_time() {
         .map(|(_, node)| node)
         .collect();
     assert!(nodes[1].contains(r#""broadcastAt":"77""#), "{}", nodes[1]);
+}
+
+/// `party`'s rows from `start` (Unix nanoseconds) on.
+fn export_from(temp: &TempStore, party: &str, start: i64) -> String {
+    let filter = ExportFilter {
+        party: self::party(party),
+        asset: None,
+        range: TimeRange::new(Some(start), None).unwrap(),
+    };
+    let mut sink = Text::default();
+    temp.store.export_ledger(&filter, &mut sink).unwrap();
+    sink.0
+}
+
+#[test]
+fn time_filters_tell_apart_nanoseconds_the_column_does_not_show() {
+    // Two blocks a nanosecond apart, within one microsecond: their rows read alike.
+    let lines = [(1, T1), (2, T1 + 1)].map(|(height, time)| {
+        block(
+            height,
+            time,
+            vec![Body::Ledger(vec![entry(
+                Some(A),
+                Some(B),
+                &height.to_string(),
+            )])],
+        )
+    });
+    let temp = TempStore::with(&text(&lines.concat()));
+    let all = export(&temp.store, party(A));
+    let rows: Vec<&str> = all.lines().collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|row| row.starts_with(T1_TEXT)), "{all}");
+    // The bound is compared with the stored nanoseconds, not with the text.
+    assert_eq!(export_from(&temp, A, T1), all);
+    assert_eq!(export_from(&temp, A, T1 + 1), format!("{}\n", rows[1]));
+    assert_eq!(export_from(&temp, A, T1 + 2), "");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Property tests: any entry's record, read back by the `csv` crate's reader, gives the columns
 //! the header names, each computed here independently of the encoder.
 
-use chrono::DateTime;
+use chrono::{DateTime, NaiveDateTime};
 use proptest::prelude::*;
 
 use super::*;
@@ -59,6 +59,33 @@ fn entry() -> impl Strategy<Value = LedgerEntry> {
         )
 }
 
+/// Any time, often on a whole second or a whole number of microseconds, before 1970 too, so
+/// that every width of the `vega_time` column comes up.
+fn time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        any::<i64>(),
+        any::<i32>().prop_map(|seconds| i64::from(seconds) * 1_000_000_000),
+        (any::<i32>(), 0i64..1_000_000)
+            .prop_map(|(seconds, micros)| i64::from(seconds) * 1_000_000_000 + micros * 1_000),
+        (any::<i32>(), 0i64..1_000, 0i64..1_000).prop_map(|(seconds, millis, nanos)| i64::from(
+            seconds
+        )
+            * 1_000_000_000
+            + millis * 1_000_000
+            + nanos),
+    ]
+}
+
+/// PostgreSQL's text of a `timestamptz` in UTC, by chrono's formatter: microseconds (floored),
+/// the fraction's trailing zeros and a bare dot dropped.
+fn postgres_text(nanos: i64) -> String {
+    let floored = nanos.div_euclid(1_000) * 1_000;
+    let text = DateTime::from_timestamp_nanos(floored)
+        .format("%Y-%m-%d %H:%M:%S%.6f")
+        .to_string();
+    format!("{}+00", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// The owner column as Vega writes it.
 fn owner_column(owner: Owner) -> String {
     match owner {
@@ -81,7 +108,7 @@ proptest! {
     #[test]
     fn records_read_back_as_the_header_columns(
         entry in entry(),
-        vega_time in any::<i64>(),
+        vega_time in time(),
         party in party(),
     ) {
         let mut encoder = CsvRowEncoder::new();
@@ -97,9 +124,7 @@ proptest! {
         let row = &rows[0];
         prop_assert_eq!(row.len(), header.len());
 
-        let time = DateTime::from_timestamp_nanos(vega_time)
-            .format("%Y-%m-%dT%H:%M:%S%.9fZ")
-            .to_string();
+        let time = postgres_text(vega_time);
         let market = |market: Option<MarketId>| market.map_or_else(String::new, |m| m.to_string());
         let expected = [
             ("vega_time", time),
@@ -123,15 +148,36 @@ proptest! {
     }
 
     #[test]
+    fn the_time_column_reads_back_as_the_time_floored_to_the_microsecond(nanos in time()) {
+        let column = VegaTimeColumn::new(VegaTime::from_nanos(nanos));
+        let text = column.as_str();
+        // PostgreSQL's form: `+00` after the time of day, a fraction of one to six digits
+        // without trailing zeros, or none and no dot.
+        let (time, offset) = text.split_at(text.len() - 3);
+        prop_assert_eq!(offset, "+00");
+        prop_assert!((22..=29).contains(&text.len()), "{}", text);
+        match time.split_once('.') {
+            Some((_, fraction)) => prop_assert!(!fraction.ends_with('0'), "{}", text),
+            None => prop_assert_eq!(time.len(), 19),
+        }
+        let parsed = NaiveDateTime::parse_from_str(time, "%Y-%m-%d %H:%M:%S%.f")
+            .unwrap()
+            .and_utc();
+        let floored = nanos.div_euclid(1_000) * 1_000;
+        prop_assert_eq!(parsed.timestamp_nanos_opt(), Some(floored));
+        prop_assert_eq!(parsed, DateTime::from_timestamp_nanos(floored));
+    }
+
+    #[test]
     fn restamping_a_record_equals_encoding_it_at_that_time(
         entry in entry(),
-        first in any::<i64>(),
-        second in any::<i64>(),
+        first in time(),
+        second in time(),
         party in party(),
     ) {
         let mut encoder = CsvRowEncoder::new();
         let mut record = encoder.encode(VegaTime::from_nanos(first), &entry, party).to_vec();
-        restamp(&mut record, &vega_time_column(VegaTime::from_nanos(second)));
+        restamp(&mut record, &VegaTimeColumn::new(VegaTime::from_nanos(second)));
         prop_assert_eq!(record, encoder.encode(VegaTime::from_nanos(second), &entry, party));
     }
 

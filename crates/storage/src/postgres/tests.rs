@@ -32,15 +32,17 @@ fn incompatible<T: std::fmt::Debug>(result: Result<T, Error>, wanted: &str) {
     }
 }
 
-/// Writes what an earlier version left: `schema_info` at `version` with rows of `row_format`,
-/// the first `version` migrations, then `rows` (SQL). Returns a client on that database.
+/// Writes what an earlier version left: `schema_info` at `version` with rows of `row_format`
+/// (set after the first `version` migrations, which set formats of their own), then `rows`
+/// (SQL). Returns a client on that database.
 fn earlier_version(db: &TestDatabase, version: usize, row_format: u32, rows: &str) -> Client {
     let mut client = db.client();
     client
         .batch_execute(&format!(
             "CREATE TABLE schema_info (key text PRIMARY KEY, value text NOT NULL); \
              INSERT INTO schema_info VALUES ('created_by', '{CREATED_BY}'), \
-             ('schema_version', '{version}'), ('row_format', '{row_format}'); {} {rows}",
+             ('schema_version', '{version}'), ('row_format', '0'); {} \
+             UPDATE schema_info SET value = '{row_format}' WHERE key = 'row_format'; {rows}",
             MIGRATIONS[..version]
                 .iter()
                 .map(|migration| migration.sql)
@@ -188,12 +190,11 @@ fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
     let Some(db) = TestDatabase::create("a_database_of_row_format_2") else {
         return;
     };
-    // What the previous version wrote: schema 2, an uncompressed segment of format 2 (its
-    // migration 2 sets the row format from 1 to 2).
+    // What the previous version wrote: schema 2, an uncompressed segment of format 2.
     let mut client = earlier_version(
         &db,
         2,
-        1,
+        2,
         "INSERT INTO ledger_segments VALUES (1, 100, 10, 1, 0, 100, 1, 'kept\n', '')",
     );
     refused_by_every_opener(db.url(), "format 2");
@@ -212,17 +213,61 @@ fn a_database_of_row_format_2_is_refused_and_left_as_it_is() {
 }
 
 #[test]
+fn a_database_of_row_format_3_is_refused_and_left_as_it_is() {
+    let Some(db) = TestDatabase::create("a_database_of_row_format_3") else {
+        return;
+    };
+    // What the previous version wrote: the latest schema, a segment whose line has the
+    // `vega_time` of format 3 (its bytes are not read: the format alone refuses it).
+    let latest = MIGRATIONS.len();
+    let mut client = earlier_version(
+        &db,
+        latest,
+        3,
+        "INSERT INTO ledger_segments VALUES (1, 100, 10, 1, 0, 100, 1, 'kept\n', '')",
+    );
+    refused_by_every_opener(db.url(), "format 3");
+    let info: String = client
+        .query_one(
+            "SELECT string_agg(value, ' ' ORDER BY key) FROM schema_info",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(info, format!("vega-datanode-lite 3 {latest}"));
+}
+
+#[test]
+fn a_new_database_records_this_programs_row_format() {
+    let Some(db) = TestDatabase::create("a_new_database_records") else {
+        return;
+    };
+    PgStore::migrate(db.url()).unwrap();
+    let format: String = db
+        .client()
+        .query_one(
+            "SELECT value FROM schema_info WHERE key = 'row_format'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(format, crate::ROW_FORMAT.to_string());
+    PgStore::writer(db.url()).unwrap();
+}
+
+#[test]
 fn a_database_of_schema_3_gets_its_oracle_data_in_segments() {
     let Some(db) = TestDatabase::create("a_database_of_schema_3") else {
         return;
     };
-    // What an earlier version wrote: schema 3 in row format 3, oracle data in rows, matches
-    // without their JSON; the first datum matches both specs, the last none.
+    // What an earlier version wrote: schema 3, oracle data in rows, matches without their
+    // JSON; the first datum matches both specs, the last none. Its rows were of format 3,
+    // which is refused since; labelled with today's, it shows what the migrations do.
     let hex = |n: u8| format!("\\x{}", format!("{n:02x}").repeat(32));
     let mut client = earlier_version(
         &db,
         3,
-        3,
+        crate::ROW_FORMAT,
         &format!(
             "INSERT INTO oracle_specs (hex) VALUES ('{}'), ('{}'); \
              INSERT INTO oracle_data VALUES (100, 10, 1, 'first'), (200, 11, 1, 'second'), \
@@ -248,7 +293,7 @@ fn a_database_of_schema_3_gets_its_oracle_data_in_segments() {
     assert_eq!(
         (info.as_str(), dropped, segments.as_str()),
         (
-            format!("vega-datanode-lite 3 {latest}").as_str(),
+            format!("vega-datanode-lite {} {latest}", crate::ROW_FORMAT).as_str(),
             true,
             "0:3 1:1 2:2"
         )

@@ -93,8 +93,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE schema_info SET value = '2' WHERE key = 'row_format';
     ",
     // 4: row format 3, in which PostgreSQL compresses its segments. SQLite stores the bytes of
-    // format 2 unchanged, so a database of format 2 is simply relabelled; one of any other
-    // format keeps it, and is refused after the migrations.
+    // format 2 unchanged, so a database of format 2 was simply relabelled; one of any other
+    // format keeps it. Since row format 4 `migrate` refuses a database of format 2 or 3 before
+    // it gets here.
     "UPDATE schema_info SET value = '3' WHERE key = 'row_format' AND value = '2';",
     // 5: segments in a rowid table, found through an index of their keys. In a WITHOUT ROWID
     // table a segment's whole record is its b-tree key, and SQLite compares a key that spills
@@ -169,6 +170,15 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
              use a newer version of this program"
         )));
     }
+    // Rows of another format are refused before any migration touches the file (migration 5
+    // copies every segment): they are re-ingested, never converted. A database records its
+    // format from migration 2 on.
+    if version >= 2 {
+        check_row_format(conn)?;
+    }
+    // The migrations set the row formats of their day; a database they create holds no rows
+    // yet, so it is labelled with today's in the same transactions.
+    let created = version == 0;
     for (version, sql) in (1i64..).zip(MIGRATIONS).skip(version as usize) {
         // Another process may be opening the same new file: the write lock, taken up front,
         // makes one of them wait, and the version read under it tells whether the other one
@@ -183,6 +193,13 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
             refuse_ledger_rows(&tx)?;
         }
         tx.execute_batch(sql).map_err(map_err)?;
+        if created {
+            tx.execute(
+                "UPDATE schema_info SET value = ?1 WHERE key = 'row_format'",
+                [ROW_FORMAT.to_string()],
+            )
+            .map_err(map_err)?;
+        }
         tx.pragma_update(None, "user_version", version)
             .map_err(map_err)?;
         tx.commit().map_err(map_err)?;

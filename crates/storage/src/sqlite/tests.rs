@@ -249,26 +249,51 @@ fn ledger_rows_of_format_1_are_refused_and_kept() {
     assert_eq!(rows, 1);
 }
 
-#[test]
-fn a_database_of_row_format_2_is_migrated_in_place_and_read() {
-    let (_temp, path) = TempStore::with_one_row();
-    // As the previous version left it: schema 3, row format 2, the same segment bytes.
-    Connection::open(&path)
+/// The `row_format` a database at `path` records.
+fn recorded_row_format(path: &std::path::Path) -> String {
+    Connection::open(path)
         .unwrap()
-        .execute_batch(
-            "PRAGMA user_version = 3; \
-             UPDATE schema_info SET value = '2' WHERE key = 'row_format';",
-        )
-        .unwrap();
-    let conn = reopened_with_the_row(&path);
-    let format: String = conn
         .query_row(
             "SELECT value FROM schema_info WHERE key = 'row_format'",
             [],
             |row| row.get(0),
         )
-        .unwrap();
-    assert_eq!(format, crate::ROW_FORMAT.to_string());
+        .unwrap()
+}
+
+#[test]
+fn a_new_database_records_this_programs_row_format() {
+    let (_temp, path) = TempStore::with_one_row();
+    assert_eq!(recorded_row_format(&path), crate::ROW_FORMAT.to_string());
+    reopened_with_the_row(&path);
+    assert_eq!(recorded_row_format(&path), crate::ROW_FORMAT.to_string());
+}
+
+#[test]
+fn databases_of_row_formats_2_and_3_are_refused_and_left_as_they_are() {
+    // As earlier versions left them: schema 3 in row format 2 (which migration 4 relabelled 3
+    // before `vega_time` changed form), and schema 4 and 5 in row format 3, with one row of
+    // the old form each.
+    for (schema, format) in [(3, 2), (4, 3), (5, 3)] {
+        let (_temp, path) = TempStore::with_one_row();
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "PRAGMA user_version = {schema}; \
+                 UPDATE schema_info SET value = '{format}' WHERE key = 'row_format';"
+            ))
+            .unwrap();
+        match SqliteStore::open(&path, SqliteConfig::default()) {
+            Err(Error::Incompatible(message)) => assert!(
+                message.contains(&format!("format {format}")) && message.contains("re-ingest"),
+                "{message}"
+            ),
+            other => panic!("expected Error::Incompatible, got {other:?}"),
+        }
+        assert_eq!(recorded_row_format(&path), format.to_string());
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(pragma::<i64>(&conn, "user_version"), schema);
+    }
 }
 
 #[test]
