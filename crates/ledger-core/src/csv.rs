@@ -54,10 +54,10 @@ impl fmt::Debug for VegaTimeColumn {
 ///
 /// A record is encoded where its event is parsed, before the time of its block is known, and
 /// stamped once it is. The column's width depends on the time (22 to 29 bytes): when the
-/// widths are equal, as they are when an entry carries its block's time (Vega's do), the
-/// column is overwritten in place; otherwise the rest of the record moves once, a `memmove` of
-/// a few hundred bytes (and a reallocation if the record has no spare capacity for a longer
-/// column). Blocks share one time, so the caller formats each time once.
+/// widths are equal, as they are when an entry carries its block's time, the column is
+/// overwritten in place; otherwise the rest of the record moves once, a `memmove` of a few
+/// hundred bytes (and a reallocation if the record has no spare capacity for a longer column).
+/// Blocks share one time, so the caller formats each time once.
 ///
 /// # Panics
 ///
