@@ -6,29 +6,18 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::server;
+use common::{run_ok, server};
 
 /// How long a test waits for something that should happen (a server listening, a log line, a
 /// block stored): generous, because a debug build on a machine shared with other builds can be
 /// very slow (the quick start builds its demo database first), while every wait returns as soon
 /// as its condition holds.
 const PATIENCE: Duration = Duration::from_secs(90);
-
-#[track_caller]
-fn run_ok(command: &mut Command) -> Output {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
 
 #[test]
 fn every_command_has_help_with_defaults() {

@@ -62,6 +62,22 @@ impl TempStore {
         ingest_with(&mut self.store.writer().unwrap(), input)
     }
 
+    /// Ingests what `socket` receives through a new writer until `stop` is set, reporting each
+    /// commit to `progress`.
+    pub(crate) fn ingest_socket(
+        &self,
+        socket: crate::Socket,
+        stop: &std::sync::atomic::AtomicBool,
+        progress: &mut dyn FnMut(&IngestStats),
+    ) -> Result<IngestStats, IngestError> {
+        let options = IngestOptions {
+            stop: Some(stop),
+            ..IngestOptions::default()
+        };
+        let input = crate::Input::frames(socket);
+        ingest(input, &mut self.store.writer().unwrap(), &options, progress)
+    }
+
     /// A store holding one clean run of `input`.
     pub(crate) fn with(input: &str) -> Self {
         let temp = Self::new();

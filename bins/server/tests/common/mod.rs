@@ -1,7 +1,7 @@
 //! What the binary's test files share.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The `server` binary, with none of the environment's settings that would change what a test
 /// runs against, and its log at `info`.
@@ -14,16 +14,22 @@ pub fn server() -> Command {
     command
 }
 
-/// Runs `command`, which must succeed; returns its standard output.
+/// Runs `command`, which must succeed.
 #[track_caller]
-fn stdout_of(command: &mut Command) -> String {
+pub fn run_ok(command: &mut Command) -> Output {
     let output = command.output().unwrap();
     assert!(
         output.status.success(),
         "{command:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).unwrap()
+    output
+}
+
+/// Runs `command`, which must succeed; returns its standard output.
+#[track_caller]
+fn stdout_of(command: &mut Command) -> String {
+    String::from_utf8(run_ok(command).stdout).unwrap()
 }
 
 /// Runs `server ingest --db DB INPUT`, which must fail; returns its standard error.

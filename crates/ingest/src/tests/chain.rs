@@ -11,7 +11,7 @@ use storage::IngestWriter;
 use super::TempStore;
 use super::encode;
 use super::lines::{self, A, B, Body, block, entry, text};
-use crate::{IngestError, IngestOptions, Input, Socket, StreamError};
+use crate::{IngestError, Socket, StreamError};
 
 /// `lines` with every event's block hash set to `hash` and its chain id to `chain`.
 fn relabel(lines: Vec<String>, hash: &str, chain: &str) -> Vec<String> {
@@ -226,16 +226,9 @@ fn a_socket_stream_with_a_hole_is_cut_and_the_next_connection_goes_on() {
     let (heights, committed) = mpsc::channel();
     std::thread::scope(|scope| {
         let ingest = scope.spawn(|| {
-            let options = IngestOptions {
-                stop: Some(&stop),
-                ..IngestOptions::default()
-            };
-            crate::ingest(
-                Input::frames(socket),
-                &mut temp.store.writer().unwrap(),
-                &options,
-                &mut |stats| heights.send(stats.last_height).unwrap(),
-            )
+            temp.ingest_socket(socket, &stop, &mut |stats| {
+                heights.send(stats.last_height).unwrap();
+            })
         });
         // Heights 1, 1 and 2, then 4: block 3 is missing, so the connection is closed.
         let holed = [&blocks[..3], &blocks[4..]].concat();

@@ -10,7 +10,7 @@ use super::TempStore;
 use super::encode;
 use super::formats::three_blocks;
 use super::lines::text;
-use crate::{IngestOptions, Input, Socket};
+use crate::Socket;
 
 /// Dials until the socket takes this peer, as Vega's core does: it refuses a peer while the
 /// previous one is still connected.
@@ -41,18 +41,7 @@ fn socket_ingest_survives_peers_that_go_away_and_bad_messages() {
     let address = socket.address().strip_prefix("tcp://").unwrap().to_owned();
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let ingest = scope.spawn(|| {
-            let options = IngestOptions {
-                stop: Some(&stop),
-                ..IngestOptions::default()
-            };
-            crate::ingest(
-                Input::frames(socket),
-                &mut temp.store.writer().unwrap(),
-                &options,
-                &mut |_| {},
-            )
-        });
+        let ingest = scope.spawn(|| temp.ingest_socket(socket, &stop, &mut |_| {}));
         // Block 1 whole and block 2 cut after its ledger event, then the peer goes away.
         let mut first = PairSender::dial(&address).unwrap();
         send(&mut first, &lines[..8]);
