@@ -176,9 +176,10 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
     if version >= 2 {
         check_row_format(conn)?;
     }
-    // The migrations set the row formats of their day; a database they create holds no rows
-    // yet, so it is labelled with today's in the same transactions.
-    let created = version == 0;
+    // The migrations set the row formats of their day; a database that holds no block yet
+    // holds no rows of any format, so it is labelled with today's in the same transactions.
+    // Decided per transaction from the file, not from what this process saw when it opened it:
+    // processes opening one new file at once each apply some of the migrations.
     for (version, sql) in (1i64..).zip(MIGRATIONS).skip(version as usize) {
         // Another process may be opening the same new file: the write lock, taken up front,
         // makes one of them wait, and the version read under it tells whether the other one
@@ -193,7 +194,7 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
             refuse_ledger_rows(&tx)?;
         }
         tx.execute_batch(sql).map_err(map_err)?;
-        if created {
+        if holds_no_block(&tx)? {
             tx.execute(
                 "UPDATE schema_info SET value = ?1 WHERE key = 'row_format'",
                 [ROW_FORMAT.to_string()],
@@ -205,6 +206,15 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
         tx.commit().map_err(map_err)?;
     }
     check_row_format(conn)
+}
+
+/// Whether the database holds no block: then it holds no rows either (every batch an ingest
+/// commits records its blocks), and its row format is only a label.
+fn holds_no_block(tx: &Transaction<'_>) -> Result<bool, Error> {
+    tx.query_row("SELECT NOT EXISTS (SELECT 1 FROM blocks)", [], |row| {
+        row.get(0)
+    })
+    .map_err(map_err)
 }
 
 /// Refuses a database that holds anything but our schema.
