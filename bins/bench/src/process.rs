@@ -186,6 +186,12 @@ impl ServerProcess {
         self.child.0.id()
     }
 
+    /// The address this server writes to `addr_path` once a listener of its own is bound (as
+    /// `--ingest-addr-file` asks for the event socket).
+    pub(crate) fn address_in(&mut self, addr_path: &Path) -> Result<SocketAddr> {
+        wait_for_addr(&mut self.child.0, addr_path, &self.log)
+    }
+
     /// Kills the server and reaps it.
     pub(crate) fn stop(mut self) -> Result<()> {
         self.child.0.kill().context("cannot stop the server")?;
@@ -209,8 +215,11 @@ fn wait_for_addr(child: &mut Child, addr_path: &Path, log_path: &Path) -> Result
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(text) = std::fs::read_to_string(addr_path) {
+            // An event socket's address is written as a URL, tcp://HOST:PORT.
+            let text = text.trim_end();
             return text
-                .trim_end()
+                .strip_prefix("tcp://")
+                .unwrap_or(text)
                 .parse()
                 .with_context(|| format!("{} holds no address: {text:?}", addr_path.display()));
         }

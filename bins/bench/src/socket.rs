@@ -7,8 +7,8 @@
 //! report gives the sustained events/s end to end (first message sent to last block visible in
 //! `/metrics`) and the page p50/p99 idle and under ingest.
 //!
-//! The ingest listens on port 0, a port the system picks, and the bench reads which one from
-//! the server's log.
+//! The ingest listens on port 0, a port the system picks, and the server writes which one to
+//! the file `--ingest-addr-file` names.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,30 +21,6 @@ use sp_pair::PairSender;
 use crate::http_client::{Accept, Connection};
 use crate::process::{self, ServerProcess};
 use crate::stats::Summary;
-
-/// The address the server's socket ingest listens on, from the line of the server's log (at
-/// `log`) that says it waits for a core node; it comes once the ingest's thread has bound it.
-fn ingest_address(log: &Path) -> Result<SocketAddr> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let address = text
-            .lines()
-            .filter(|line| line.contains("waiting for a Vega core node"))
-            .find_map(|line| line.split_once("address=\"tcp://")?.1.split_once('"'));
-        if let Some((address, _)) = address {
-            return address
-                .parse()
-                .with_context(|| format!("not an address in {}: {address}", log.display()));
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the server's ingest did not listen within a minute (see {})",
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// The page measured: the first page of 100 oracle data, newest first.
 const PAGE: &str = "/api/v2/oracle/data?pagination.first=100";
@@ -81,13 +57,20 @@ pub(crate) fn run(dir: &Path, server: &Path, config: &GenerateConfig) -> Result<
         .context("cannot generate the live stream")?;
     let last_height = live.end_height() - 1;
 
-    let serving = ServerProcess::start_with(
+    let ingest_addr_file = dir.join("ingest.addr");
+    let _ = std::fs::remove_file(&ingest_addr_file);
+    let mut serving = ServerProcess::start_with(
         server,
         db.as_os_str(),
         &dir,
-        &["--ingest".to_owned(), "tcp://127.0.0.1:0".to_owned()],
+        &[
+            "--ingest".to_owned(),
+            "tcp://127.0.0.1:0".to_owned(),
+            "--ingest-addr-file".to_owned(),
+            ingest_addr_file.display().to_string(),
+        ],
     )?;
-    let ingest_addr = ingest_address(&serving.log)?;
+    let ingest_addr = serving.address_in(&ingest_addr_file)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,6 +1,7 @@
 //! `server ingest`, and the ingest thread that `serve --ingest` runs beside the API.
 
 use std::io::{self, IsTerminal};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -77,6 +78,11 @@ pub struct FormatArgs {
     /// it is read: it bounds the memory whatever the input.
     #[arg(long, default_value_t = DEFAULT_MAX_RECORD_BYTES)]
     max_record_bytes: usize,
+    /// Once the event socket (tcp://HOST:PORT) listens, write its bound address (e.g.
+    /// tcp://127.0.0.1:3005) and a newline to this file, atomically: for scripts and tests that
+    /// listen on port 0.
+    #[arg(long, env = "DATANODE_INGEST_ADDR_FILE", value_name = "PATH")]
+    ingest_addr_file: Option<PathBuf>,
 }
 
 impl Default for FormatArgs {
@@ -84,6 +90,7 @@ impl Default for FormatArgs {
         Self {
             format: None,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            ingest_addr_file: None,
         }
     }
 }
@@ -124,6 +131,9 @@ pub fn run(
             address = socket.address(),
             "waiting for a Vega core node to connect"
         );
+        if let Some(path) = &format.ingest_addr_file {
+            crate::serve::write_addr_file(path, socket.address())?;
+        }
         Input::frames(socket)
     } else {
         Input::path(input)
@@ -141,6 +151,7 @@ pub fn run(
 /// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
 pub fn spawn(
     input: String,
+    ingest_addr_file: Option<PathBuf>,
     mut writer: Box<dyn IngestWriter>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
@@ -153,19 +164,17 @@ pub fn spawn(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let result = run(
-                &input,
-                &FormatArgs::default(),
-                &mut *writer,
-                &stop,
-                &mut |stats| {
-                    metrics.ingest_progress(&progress(stats));
-                    if last_log.elapsed() >= Duration::from_secs(10) {
-                        last_log = Instant::now();
-                        tracing::info!("ingest: {}", summary(stats, started.elapsed()));
-                    }
-                },
-            );
+            let format = FormatArgs {
+                ingest_addr_file,
+                ..FormatArgs::default()
+            };
+            let result = run(&input, &format, &mut *writer, &stop, &mut |stats| {
+                metrics.ingest_progress(&progress(stats));
+                if last_log.elapsed() >= Duration::from_secs(10) {
+                    last_log = Instant::now();
+                    tracing::info!("ingest: {}", summary(stats, started.elapsed()));
+                }
+            });
             metrics.ingest_running(false);
             match result {
                 Ok(stats) => tracing::info!("ingest done: {}", summary(&stats, started.elapsed())),

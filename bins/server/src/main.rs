@@ -53,7 +53,8 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API (the default command).
     Serve(serve::ServeArgs),
-    /// Load a Vega event stream (newline-delimited JSON bus events) into the store.
+    /// Load a Vega event stream (event buffer files, gzip, a directory of them, NDJSON bus
+    /// events, standard input, or a core node's live socket) into the store.
     Ingest(ingest::IngestArgs),
     /// Write a synthetic, internally consistent Vega event stream.
     Generate(generate::GenerateArgs),

@@ -4,7 +4,7 @@
 mod examples;
 mod flags;
 
-use std::net::SocketAddr;
+use std::fmt::Display;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +38,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let ingest_thread = match (&args.ingest, writer) {
         (Some(input), Some(writer)) => Some(crate::ingest::spawn(
             input.clone(),
+            args.ingest_addr_file.clone(),
             writer,
             app.metrics(),
             Arc::clone(&stop_ingest),
@@ -77,7 +78,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
 /// Writes `addr` and a newline to `path` through a temporary file and a rename, so that a
 /// reader never sees a partial address.
-fn write_addr_file(path: &Path, addr: SocketAddr) -> Result<()> {
+pub(crate) fn write_addr_file(path: &Path, addr: impl Display) -> Result<()> {
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     std::fs::write(&partial, format!("{addr}\n"))

@@ -222,6 +222,44 @@ impl Serving {
     fn signal(&self, name: &str) {
         signal(&self.child, name);
     }
+
+    /// The address the server writes to `addr_file` once it listens (`--addr-file`,
+    /// `--ingest-addr-file`), without its newline; fails when the server exits first.
+    fn address_in(&mut self, addr_file: &Path) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Ok(addr) = std::fs::read_to_string(addr_file) {
+                return addr
+                    .strip_suffix('\n')
+                    .expect("the address ends its line")
+                    .to_owned();
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the server exited ({status}) before listening");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no address file after {PATIENCE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The address of the event socket of a server started by [`with_ingest_socket`].
+    fn ingest_address(&mut self, dir: &Path) -> String {
+        let url = self.address_in(&dir.join("ingest-addr"));
+        url.strip_prefix("tcp://")
+            .expect("a tcp:// address")
+            .to_owned()
+    }
+}
+
+/// `command` listening for a core node's event socket on a free port, its address written to
+/// `ingest-addr` in `dir` (see [`Serving::ingest_address`]).
+fn with_ingest_socket<'c>(command: &'c mut Command, dir: &Path) -> &'c mut Command {
+    command
+        .arg("--ingest-addr-file")
+        .arg(dir.join("ingest-addr"))
 }
 
 /// Sends signal `name` (`TERM`, `INT`) to `child`.
@@ -260,23 +298,7 @@ fn serve(command: &mut Command) -> Serving {
     let addr_dir = tempfile::tempdir().unwrap();
     let addr_file = addr_dir.path().join("addr");
     let mut serving = spawn_logged(command.arg("--addr-file").arg(&addr_file));
-    let deadline = Instant::now() + PATIENCE;
-    serving.addr = loop {
-        if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-            break addr
-                .strip_suffix('\n')
-                .expect("the address ends its line")
-                .to_owned();
-        }
-        if let Some(status) = serving.child.try_wait().unwrap() {
-            panic!("the server exited ({status}) before listening");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no address file after {PATIENCE:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    serving.addr = serving.address_in(&addr_file);
     serving
 }
 
@@ -597,14 +619,6 @@ impl Stream {
 /// Waits until the ingest of `serving` listens for a core node, and answers its address
 /// (`HOST:PORT`) from the log line that says so: asked for port 0, it binds one the system
 /// picks, so that no other test can take it in between.
-fn ingest_address(serving: &Serving) -> String {
-    let line = serving.log_line(|line| line.contains("waiting for a Vega core node"));
-    line.split_once("address=\"tcp://")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(address, _)| address.to_owned())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-}
-
 /// Whether nngcat (Debian package nng-utils), a pair peer we did not write, is here; under CI
 /// its absence fails the test.
 fn nngcat_available() -> bool {
@@ -639,13 +653,14 @@ fn nngcat_feeds_the_socket_and_the_answers_match_the_ndjson_path() {
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(&expected_db),
     );
-    let socket = serve(
+    let mut socket = serve(with_ingest_socket(
         server()
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--ingest", "tcp://127.0.0.1:0", "--db"])
             .arg(dir.path().join("socket.sqlite")),
-    );
-    let url = format!("tcp://{}", ingest_address(&socket));
+        dir.path(),
+    ));
+    let url = format!("tcp://{}", socket.ingest_address(dir.path()));
     // nngcat sends one message per run: one connection per event, so every block is cut by
     // its peer after each event and goes on with the next peer. `--recv-timeout 1`: nngcat
     // sends, waits a second and closes; it dials again while the socket still holds the
@@ -684,13 +699,14 @@ fn socket_ingest_stops_at_a_block_boundary_on_sigterm() {
     let stream = Stream::generate(dir.path(), "3");
     let starts = stream.block_starts();
     let db = dir.path().join("db.sqlite");
-    let mut ingest = spawn_logged(
+    let mut ingest = spawn_logged(with_ingest_socket(
         server()
             .args(["ingest", "--progress", "--db"])
             .arg(&db)
             .arg("tcp://127.0.0.1:0"),
-    );
-    let address = ingest_address(&ingest);
+        dir.path(),
+    ));
+    let address = ingest.ingest_address(dir.path());
     // Block 1 (the genesis block) whole and the start of block 2 (the first real block, at the
     // same height), from a peer that stays connected.
     let mut peer = sp_pair::PairSender::dial(&address).unwrap();
@@ -723,13 +739,14 @@ fn a_served_block_shows_at_its_end_block_without_waiting_for_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let stream = Stream::generate(dir.path(), "2");
     let starts = stream.block_starts();
-    let serving = serve(
+    let mut serving = serve(with_ingest_socket(
         server()
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--ingest", "tcp://127.0.0.1:0", "--db"])
             .arg(dir.path().join("db.sqlite")),
-    );
-    let address = ingest_address(&serving);
+        dir.path(),
+    ));
+    let address = serving.ingest_address(dir.path());
     let target = "/api/v2/oracle/data?pagination.first=1000";
     assert!(body_of(&serving.addr, target).contains(r#""edges":[]"#));
     // The genesis block (which holds no oracle data) and block 2 ending with its END_BLOCK,

@@ -76,6 +76,7 @@ impl Segment {
     }
 
     /// The bytes of its lines and index.
+    #[cfg(feature = "postgres")]
     pub(crate) fn bytes(&self) -> usize {
         self.csv.len() + self.keys.len()
     }
@@ -199,6 +200,7 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// The line at `key`, if the segment holds one.
+    #[cfg(feature = "postgres")]
     pub(crate) fn find(&self, key: LineKey) -> Option<Line<'a>> {
         let at = self.partition(key);
         (at < self.len() && self.key(at) == key).then(|| self.line(at))

@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// event socket) while serving; readers see each block once it is whole.
     #[arg(long, env = "DATANODE_INGEST", value_name = "PATH|-|tcp://HOST:PORT")]
     pub ingest: Option<String>,
+    /// With --ingest tcp://HOST:PORT: once the event socket listens, write its bound address
+    /// (e.g. tcp://127.0.0.1:3005) and a newline to this file, atomically.
+    #[arg(long, env = "DATANODE_INGEST_ADDR_FILE", value_name = "PATH")]
+    pub ingest_addr_file: Option<PathBuf>,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
     cors_origins: String,

@@ -1,5 +1,8 @@
 //! What the binary's test files share.
 
+// Each test file is a crate of its own and uses only part of this module.
+#![allow(dead_code)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 

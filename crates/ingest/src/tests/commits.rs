@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
@@ -210,6 +211,7 @@ fn live_stream_commits_complete_blocks_when_the_input_goes_quiet() {
     let temp = TempStore::new();
     let (reader, mut input) = std::io::pipe().unwrap();
     let options = idle_only(Duration::from_millis(20));
+    let (committed, heights) = mpsc::channel();
     let stats: IngestStats = std::thread::scope(|scope| {
         let store = &temp.store;
         let running = scope.spawn(move || {
@@ -217,22 +219,16 @@ fn live_stream_commits_complete_blocks_when_the_input_goes_quiet() {
                 BufReader::new(reader),
                 &mut store.writer().unwrap(),
                 &options,
-                &mut |_| {},
+                &mut |stats| committed.send(stats.last_height).unwrap(),
             )
         });
         input.write_all(text(complete).as_bytes()).unwrap();
         input.write_all(text(cut).as_bytes()).unwrap();
         input.flush().unwrap();
 
-        // A's rows of blocks 1 and 2 appear without the input ending.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while export(store, A.parse().unwrap()).lines().count() < 2 {
-            assert!(
-                Instant::now() < deadline,
-                "blocks not committed while the input is open"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // A's rows of blocks 1 and 2 appear without the input ending: the ingest reports the
+        // commit of block 2 while the input is still open.
+        while heights.recv().unwrap() != Some(2) {}
         assert!(!running.is_finished());
         assert_eq!(export(store, A.parse().unwrap()).lines().count(), 2);
 
@@ -254,6 +250,7 @@ fn stop_flag_ends_an_ingest_waiting_on_a_quiet_stream() {
         stop: Some(&stop),
         ..idle_only(Duration::from_millis(20))
     };
+    let (committed, heights) = mpsc::channel();
     std::thread::scope(|scope| {
         let store = &temp.store;
         let options = &options;
@@ -262,16 +259,13 @@ fn stop_flag_ends_an_ingest_waiting_on_a_quiet_stream() {
                 BufReader::new(reader),
                 &mut store.writer().unwrap(),
                 options,
-                &mut |_| {},
+                &mut |stats| committed.send(stats.last_height).unwrap(),
             )
         });
         input.write_all(text(&lines[..14]).as_bytes()).unwrap();
         input.flush().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while export(store, A.parse().unwrap()).lines().count() < 2 {
-            assert!(Instant::now() < deadline, "blocks not committed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        while heights.recv().unwrap() != Some(2) {}
+        assert_eq!(export(store, A.parse().unwrap()).lines().count(), 2);
         // The input stays open: the reader is blocked on it when the stop comes.
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let stats = running.join().unwrap().unwrap();

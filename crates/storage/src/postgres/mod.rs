@@ -7,11 +7,12 @@
 //! an export is one ordered range scan of the primary key that sends whole segments
 //! (`export.rs`) and an ingest rewrites the few segments a batch touches (`segments.rs`);
 //! both blobs of a segment are stored LZ4-compressed (`packed.rs`), so the wire carries a
-//! quarter of the bytes; `oracle_data` is keyed by its position and `oracle_spec_data` by
-//! (spec, position), so a page is a keyset range scan and never an `OFFSET`. Each match in
-//! `oracle_spec_data` holds a copy of its datum's JSON, written once at ingest, so a spec's page
-//! reads that table alone instead of looking up every datum in `oracle_data` (`oracle.rs`).
-//! `query_plans.rs` pins the plans.
+//! quarter of the bytes; `oracle_segments` holds the oracle data the same way (schema 5): under
+//! spec 0 every datum and under each spec the data that matched it, each datum's JSON a line,
+//! about 16 KiB of JSON a segment, found by its last key (ascending pages) or its first
+//! (descending pages), so a page is one keyset range scan that returns only the segments holding
+//! its rows and never an `OFFSET` (`oracle.rs`). `blocks` records each block by (height,
+//! `seq_base`) with its hash, and `schema_info` the chain id. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
 //! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot

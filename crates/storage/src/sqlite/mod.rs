@@ -1,13 +1,15 @@
 //! The embedded SQLite backend.
 //!
 //! Layout (see `schema.rs`): `ledger_segments` holds each party's finished CSV lines in the
-//! total order across its assets, in segments of about 256 KiB (`segment.rs`) clustered by
-//! (party, last line's key), so an export is one ordered range search over that party's
-//! segments only, most of them copied whole. Unlike PostgreSQL's, the segments are stored
+//! total order across its assets, in segments of about 256 KiB (`segment.rs`), a rowid table
+//! found through the unique index `ledger_segments_key` on (party, last line's key) (schema 5),
+//! so an export is one ordered range search over that party's segments only, most of them
+//! copied whole. Unlike PostgreSQL's, the segments are stored
 //! uncompressed: the file is local, so there is no wire to spare, and the export already runs as
 //! fast as nginx serves the same bytes from a file; decompressing would only cost time.
 //! `oracle_data` is clustered by its position, and `oracle_spec_data` by (spec, position), so a
-//! page is a keyset range scan and never an `OFFSET`.
+//! page is a keyset range scan and never an `OFFSET`. `blocks` records each block by (height,
+//! `seq_base`) with its hash, and `schema_info` the chain id (schema 6).
 //!
 //! Concurrency: WAL mode; one writer connection (`SqliteWriter`) and a pool of read-only
 //! connections. Readers work on snapshots and never block the writer. One more read-only
