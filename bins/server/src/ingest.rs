@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use http_api::{IngestProgress, Metrics};
 use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
-use storage::IngestWriter;
+use storage::{AnyStore, IngestWriter};
 
 use crate::backend::Db;
 
@@ -148,11 +148,13 @@ pub fn run(
         .with_context(|| format!("ingest of {input} stopped"))
 }
 
-/// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log.
+/// Runs `server ingest`'s loop on its own thread, reporting to the metrics and the log, and
+/// bringing `store`'s chain tip up to each commit.
 pub fn spawn(
     input: String,
     ingest_addr_file: Option<PathBuf>,
     mut writer: Box<dyn IngestWriter>,
+    store: Arc<AnyStore>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
@@ -170,6 +172,11 @@ pub fn spawn(
             };
             let result = run(&input, &format, &mut *writer, &stop, &mut |stats| {
                 metrics.ingest_progress(&progress(stats));
+                // The block headers show this server's own commits at once, not up to a second
+                // later (PostgreSQL's tip is otherwise reread in the background).
+                if let Err(err) = store.refresh_chain_tip() {
+                    tracing::warn!(error = %err, "cannot read the chain tip after a commit");
+                }
                 if last_log.elapsed() >= Duration::from_secs(10) {
                     last_log = Instant::now();
                     tracing::info!("ingest: {}", summary(stats, started.elapsed()));

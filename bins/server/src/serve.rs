@@ -40,6 +40,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             input.clone(),
             args.ingest_addr_file.clone(),
             writer,
+            Arc::clone(&store),
             app.metrics(),
             Arc::clone(&stop_ingest),
         )?),
