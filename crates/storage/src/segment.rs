@@ -13,6 +13,8 @@
 //! `csv` where the line ends (u32). A stored index is checked before use: a damaged one is
 //! reported as [`Error::Corrupt`], never trusted for slicing.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::ops::ControlFlow;
 
 use crate::{Error, ExportSink, ExportSummary};
@@ -24,6 +26,78 @@ pub(crate) const SEGMENT_BYTES: usize = 256 * 1024;
 /// being followed by a new segment, so that a stream committed a block at a time (the live
 /// socket) still ends up in large segments, while a rewrite never copies more than this.
 pub(crate) const SMALL_TAIL_BYTES: usize = 32 * 1024;
+
+/// The most bytes of small last segments a writer keeps per table (see [`Tails`]); an owner
+/// beyond it is read back by its next batch instead.
+pub(crate) const TAILS_BYTES: usize = 64 << 20;
+
+/// What a writer knows of its owners' last stored segments, so that a batch that only appends
+/// to an owner reads nothing back: each owner's last key, and the segment itself while it is
+/// smaller than `small_tail` (a segment the next batch rewrites rather than follows), the
+/// segments together at most [`TAILS_BYTES`]. Both backends' writers keep one per table. It is
+/// only valid while the writer is the only one committing, and is forgotten with a failed
+/// transaction.
+#[derive(Debug)]
+pub(crate) struct Tails<O> {
+    tails: HashMap<O, Tail>,
+    /// The bytes of the small segments in `tails`, at most `max_bytes`.
+    bytes: usize,
+    max_bytes: usize,
+    small_tail: usize,
+}
+
+/// An owner's last segment: its key, and the segment itself when it is small enough to grow.
+#[derive(Debug)]
+struct Tail {
+    last: LineKey,
+    small: Option<Segment>,
+}
+
+impl<O: Copy + Eq + Hash> Tails<O> {
+    /// Knows nothing yet; keeps segments under `small_tail` bytes of lines.
+    pub(crate) fn new(small_tail: usize) -> Self {
+        Self::bounded(small_tail, TAILS_BYTES)
+    }
+
+    /// Keeps segments under `small_tail` bytes of lines, `max_bytes` of them in all.
+    fn bounded(small_tail: usize, max_bytes: usize) -> Self {
+        Self {
+            tails: HashMap::new(),
+            bytes: 0,
+            max_bytes,
+            small_tail,
+        }
+    }
+
+    /// Forgets every owner: another writer committed, or a transaction that wrote them failed.
+    pub(crate) fn forget(&mut self) {
+        self.tails.clear();
+        self.bytes = 0;
+    }
+
+    /// What a batch of `owner` whose first line is at `first` must rewrite, when that is known
+    /// from memory: `Some(None)` when it only appends after a segment too large to grow,
+    /// `Some(Some(segment))` when it appends after the small `segment` (with its key), `None`
+    /// when the owner is unknown or the batch does not only append (then the stored segments
+    /// are read back). The owner is forgotten until [`remember`](Self::remember)ed again.
+    pub(crate) fn take(&mut self, owner: O, first: LineKey) -> Option<Option<(LineKey, Segment)>> {
+        let tail = self.tails.remove(&owner)?;
+        self.bytes -= tail.small.as_ref().map_or(0, Segment::bytes);
+        (tail.last < first).then(|| tail.small.map(|small| (tail.last, small)))
+    }
+
+    /// Remembers `last` as the last segment of `owner`, within the bound; beyond it the owner
+    /// stays unknown, and its next batch reads its segments back.
+    pub(crate) fn remember(&mut self, owner: O, last: &Segment) {
+        let Some(key) = last.last_key() else { return };
+        let small = (last.csv.len() < self.small_tail).then(|| last.clone());
+        let bytes = small.as_ref().map_or(0, Segment::bytes);
+        if self.bytes + bytes <= self.max_bytes {
+            self.bytes += bytes;
+            self.tails.insert(owner, Tail { last: key, small });
+        }
+    }
+}
 
 /// Bytes of one line's entry in a segment's index.
 pub(crate) const INDEX_ENTRY: usize = 44;
@@ -47,6 +121,14 @@ pub(crate) struct Line<'a> {
     pub csv: &'a [u8],
 }
 
+/// A line pushed at or before the key of the line before it: a bug of the writer.
+#[derive(Debug, thiserror::Error)]
+#[error("segment line {next:?} pushed after line {previous:?}: keys must ascend")]
+struct OutOfOrder {
+    previous: LineKey,
+    next: LineKey,
+}
+
 /// A segment being built, or read back whole to be rewritten.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Segment {
@@ -57,8 +139,18 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Appends a line; lines must come in ascending key order.
+    /// Appends a line. Lines come in strictly ascending key order, which every reader of a
+    /// segment relies on (binary search, the export's order): a line that does not is refused
+    /// here, when it is written, rather than found when the segment is read back.
     pub(crate) fn push(&mut self, key: LineKey, asset: i64, csv: &[u8]) -> Result<(), Error> {
+        if let Some(previous) = self.last_key()
+            && key <= previous
+        {
+            return Err(Error::Internal(Box::new(OutOfOrder {
+                previous,
+                next: key,
+            })));
+        }
         self.csv.extend_from_slice(csv);
         let end = u32::try_from(self.csv.len())
             .map_err(|_| Error::Internal("a segment outgrew 4 GiB".into()))?;
@@ -76,7 +168,6 @@ impl Segment {
     }
 
     /// The bytes of its lines and index.
-    #[cfg(feature = "postgres")]
     pub(crate) fn bytes(&self) -> usize {
         self.csv.len() + self.keys.len()
     }
@@ -318,6 +409,52 @@ mod tests {
             segment.push(*key, *asset, csv).unwrap();
         }
         segment
+    }
+
+    #[test]
+    fn lines_pushed_out_of_order_are_refused() {
+        let mut segment = segment(&[line(10, 1), line(11, 2)]);
+        let before = segment.clone();
+        for (key, asset, csv) in [line(11, 2), line(10, 3), line(5, 1)] {
+            match segment.push(key, asset, &csv) {
+                Err(Error::Internal(cause)) => assert!(cause.to_string().contains("must ascend")),
+                other => panic!("{key:?} after (11, …): {other:?}"),
+            }
+        }
+        assert_eq!(segment, before);
+        let (key, asset, csv) = line(12, 1);
+        segment.push(key, asset, &csv).unwrap();
+    }
+
+    #[test]
+    fn tails_remember_owners_within_their_bound() {
+        let small = segment(&[line(10, 1), line(11, 2)]);
+        let large = segment(&[line(20, 1), line(21, 2), line(22, 3)]);
+        let large_key = large.last_key().unwrap();
+        // Segments under 25 bytes of lines (the small one's 20, not the large one's 30) are
+        // kept whole, two of the small one's size at most.
+        let mut tails = Tails::bounded(25, 2 * small.bytes());
+        tails.remember(1, &small);
+        tails.remember(2, &large);
+        tails.remember(3, &small);
+        // Full: owner 4 stays unknown; a large segment costs no bytes and is still known.
+        tails.remember(4, &small);
+        tails.remember(5, &large);
+        assert_eq!(tails.take(4, (100, 0, 0, 0)), None);
+        assert_eq!(tails.take(5, (100, 0, 0, 0)), Some(None));
+        assert_eq!(
+            tails.take(1, (100, 0, 0, 0)),
+            Some(Some((small.last_key().unwrap(), small.clone())))
+        );
+        // Taken: forgotten, and its bytes free again for another owner.
+        assert_eq!(tails.take(1, (100, 0, 0, 0)), None);
+        tails.remember(4, &small);
+        assert!(tails.take(4, (100, 0, 0, 0)).is_some());
+        // A batch that does not only append reads the stored segments back.
+        assert_eq!(tails.take(2, large_key), None);
+        tails.remember(3, &small);
+        tails.forget();
+        assert_eq!(tails.take(3, (100, 0, 0, 0)), None);
     }
 
     #[derive(Default)]

@@ -30,7 +30,7 @@ use postgres::{GenericClient, Statement, Transaction};
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
 use crate::Error;
-use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
+use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
 
 /// A table of segments: its name, its owner and lines columns, and how its segments are cut.
 #[derive(Debug)]
@@ -143,23 +143,11 @@ pub(super) struct Statements {
     table: &'static Table,
     touched: Statement,
     delete: Statement,
-    /// Each owner's last segment, by owner, when known: a batch that only appends to it reads
-    /// nothing back. Filled from what this writer committed (its lock keeps others out) and
-    /// emptied when a transaction fails ([`Statements::forget`]).
-    tails: HashMap<i32, Tail>,
-    /// The bytes of the small segments in `tails`, at most [`TAILS_BYTES`].
-    tail_bytes: usize,
+    /// Each owner's last segment, when known: a batch that only appends to it reads nothing
+    /// back. Filled from what this writer committed (its lock keeps others out) and emptied
+    /// when a transaction fails ([`Statements::forget`]).
+    tails: Tails<i32>,
 }
-
-/// An owner's last segment: its key, and the segment itself when it is small enough to grow.
-struct Tail {
-    last: LineKey,
-    small: Option<Segment>,
-}
-
-/// The most bytes of small last segments a writer keeps per table; an owner beyond it is read
-/// back by its next batch instead.
-const TAILS_BYTES: usize = 64 << 20;
 
 impl Statements {
     pub(super) fn prepare(
@@ -170,33 +158,13 @@ impl Statements {
             table,
             touched: client.prepare(&table.touched_sql()).map_err(map_err)?,
             delete: client.prepare(&table.delete_sql()).map_err(map_err)?,
-            tails: HashMap::new(),
-            tail_bytes: 0,
+            tails: Tails::new(table.small_tail),
         })
     }
 
     /// Forgets the owners' last segments: a transaction that wrote them failed.
     pub(super) fn forget(&mut self) {
-        self.tails.clear();
-        self.tail_bytes = 0;
-    }
-
-    /// Takes the last segment of `owner` if it is known and `first` comes after it.
-    fn take_tail(&mut self, owner: i32, first: LineKey) -> Option<Option<Stored>> {
-        let tail = self.tails.remove(&owner)?;
-        self.tail_bytes -= tail.small.as_ref().map_or(0, Segment::bytes);
-        (tail.last < first).then(|| tail.small.map(|small| (tail.last, small)))
-    }
-
-    /// Remembers the last segment of `owner`, within [`TAILS_BYTES`].
-    fn remember(&mut self, owner: i32, last: &Segment) {
-        let Some(key) = last.last_key() else { return };
-        let small = (last.csv.len() < self.table.small_tail).then(|| last.clone());
-        let bytes = small.as_ref().map_or(0, Segment::bytes);
-        if self.tail_bytes + bytes <= TAILS_BYTES {
-            self.tail_bytes += bytes;
-            self.tails.insert(owner, Tail { last: key, small });
-        }
+        self.tails.forget();
     }
 }
 
@@ -231,7 +199,7 @@ pub(super) fn store(
     let mut ask = Vec::new();
     for owner_lines in &owners {
         let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-        match statements.take_tail(owner, first) {
+        match statements.tails.take(owner, first) {
             Some(tail) => {
                 known.insert(owner, tail);
             }
@@ -285,7 +253,7 @@ pub(super) fn store(
         if let Some(last) = rebuilt.last()
             && (appended || last.last_key() >= last_keys.get(&owner).copied())
         {
-            statements.remember(owner, last);
+            statements.tails.remember(owner, last);
         }
         fresh.extend(rebuilt.into_iter().map(|segment| (owner, segment)));
     }

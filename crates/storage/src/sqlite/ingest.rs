@@ -9,7 +9,7 @@ use rusqlite::{
 
 use super::checkpoint::Checkpoints;
 use super::{connect, map_err};
-use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment};
+use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
 use crate::{
     BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter, LedgerRow,
     OracleRow,
@@ -20,28 +20,28 @@ use crate::{
 pub struct SqliteWriter {
     conn: Connection,
     dictionaries: Dictionaries,
-    tails: Tails,
+    tails: PartyTails,
     checkpoints: Checkpoints,
 }
 
-/// What the writer knows of each party's last stored segment, so that appending a batch reads
-/// nothing back. Only valid while this writer is the only one committing: `write` checks the
-/// connection's `data_version` (which changes when another connection commits) and starts
-/// over when it moved; cleared when a transaction fails.
-#[derive(Debug, Default)]
-struct Tails {
+/// What the writer knows of each party's last stored segment (see [`Tails`]). Only valid while
+/// this writer is the only one committing: `write` checks the connection's `data_version`
+/// (which changes when another connection commits) and starts over when it moved; cleared when
+/// a transaction fails.
+#[derive(Debug)]
+struct PartyTails {
     /// `PRAGMA data_version` after this writer's last commit.
     version: Option<i64>,
-    parties: HashMap<i64, Tail>,
+    parties: Tails<i64>,
 }
 
-/// A party's last stored segment.
-#[derive(Debug)]
-struct Tail {
-    /// Its last line's key.
-    last: LineKey,
-    /// The segment itself while it is small enough to be grown (see [`SMALL_TAIL_BYTES`]).
-    small: Option<Segment>,
+impl Default for PartyTails {
+    fn default() -> Self {
+        Self {
+            version: None,
+            parties: Tails::new(SMALL_TAIL_BYTES),
+        }
+    }
 }
 
 /// Caches of the id dictionaries, so that a row costs no dictionary lookup once its ids are
@@ -128,7 +128,7 @@ impl SqliteWriter {
         Ok(Self {
             conn,
             dictionaries: Dictionaries::default(),
-            tails: Tails::default(),
+            tails: PartyTails::default(),
             checkpoints: Checkpoints::new(path),
         })
     }
@@ -141,7 +141,7 @@ impl SqliteWriter {
             .map_err(map_err)?;
         let version = data_version(&tx)?;
         if self.tails.version != Some(version) {
-            self.tails.parties.clear();
+            self.tails.parties.forget();
         }
         insert_ledger(
             &tx,
@@ -169,7 +169,7 @@ impl SqliteWriter {
 fn insert_ledger(
     tx: &Transaction<'_>,
     dictionaries: &mut Dictionaries,
-    tails: &mut HashMap<i64, Tail>,
+    tails: &mut Tails<i64>,
     rows: &[LedgerRow],
 ) -> Result<(), Error> {
     let mut lines = Vec::with_capacity(rows.len());
@@ -190,9 +190,9 @@ fn insert_ledger(
     lines.dedup_by_key(|(party, line)| (*party, line.key));
     for party_lines in lines.chunk_by(|(a, _), (b, _)| a == b) {
         let (party, first) = (party_lines[0].0, party_lines[0].1.key);
-        let stored = match tails.remove(&party) {
-            Some(tail) if tail.last < first => tail.small.into_iter().collect(),
-            _ => touched_segments(tx, party, first)?,
+        let stored = match tails.take(party, first) {
+            Some(small) => small.into_iter().map(|(_, segment)| segment).collect(),
+            None => touched_segments(tx, party, first)?,
         };
         let segments = segment::rebuild(
             &stored,
@@ -216,11 +216,8 @@ fn insert_ledger(
                  first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .map_err(map_err)?;
-        if let Some(last) = segments.last()
-            && let Some(key) = last.last_key()
-        {
-            let small = (last.csv.len() < SMALL_TAIL_BYTES).then(|| last.clone());
-            tails.insert(party, Tail { last: key, small });
+        if let Some(last) = segments.last() {
+            tails.remember(party, last);
         }
         for segment in &segments {
             let (Some(first), Some((time, block, seq, idx))) =
@@ -462,7 +459,7 @@ impl IngestWriter for SqliteWriter {
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         crate::model::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
-            writer.tails = Tails::default();
+            writer.tails = PartyTails::default();
         })
     }
 }
