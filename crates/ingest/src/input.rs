@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use flate2::read::MultiGzDecoder;
 
-use crate::error::{IngestError, Location};
+use crate::error::IngestError;
+use crate::frames::directory::Directory;
 use crate::frames::lines::Lines;
 use crate::frames::records::Records;
-use crate::frames::{Frames, PeerControl, READ_BUFFER, Reader, Step};
+use crate::frames::{Frames, PeerControl, READ_BUFFER, Reader};
 
 /// An input's format: how its records are framed and encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,15 +103,14 @@ impl Input {
             Source::Frames(frames) => Ok(frames),
             Source::Reader { name, reader } => opener.stream(name, reader),
             Source::Path(path) if path.is_dir() => {
-                let files = list_files(&path).map_err(|error| IngestError::Read {
-                    source_name: path.display().to_string().into(),
-                    error,
-                })?;
-                Ok(Box::new(Directory {
-                    files: files.into_iter(),
-                    current: None,
-                    opener,
-                }))
+                let directory =
+                    Directory::open(&path, move |file| opener.file(file)).map_err(|error| {
+                        IngestError::Read {
+                            source_name: path.display().to_string().into(),
+                            error,
+                        }
+                    })?;
+                Ok(Box::new(directory))
             }
             Source::Path(path) => opener.file(&path),
         }
@@ -176,62 +176,5 @@ impl Opener {
             Format::Ndjson => Box::new(Lines::new(reader, self.max_record_bytes)),
             Format::VegaBuffer => Box::new(Records::new(reader, self.max_record_bytes)),
         })
-    }
-}
-
-/// The regular files of a directory (symbolic links followed), sorted by name.
-fn list_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-    Ok(files)
-}
-
-/// The files of a directory, one after the other: a block may go on in the next file, as
-/// Vega's core rotates files without regard to blocks.
-struct Directory {
-    files: std::vec::IntoIter<PathBuf>,
-    current: Option<Box<dyn Frames>>,
-    opener: Opener,
-}
-
-impl Frames for Directory {
-    fn advance(&mut self) -> Result<Step, IngestError> {
-        loop {
-            let current = match &mut self.current {
-                Some(current) => current,
-                None => match self.files.next() {
-                    Some(path) => self.current.insert(self.opener.file(&path)?),
-                    None => return Ok(Step::End),
-                },
-            };
-            match current.advance()? {
-                Step::End => self.current = None,
-                step => return Ok(step),
-            }
-        }
-    }
-
-    fn record(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .map_or(&[], |current| current.record())
-    }
-
-    fn location(&self) -> Location {
-        match &self.current {
-            Some(current) => current.location(),
-            None => Location {
-                source: "directory".into(),
-                record: 0,
-                offset: 0,
-                line: None,
-            },
-        }
     }
 }

@@ -1,10 +1,11 @@
 //! Framing: an input cut into records, one event's bytes each, with their positions.
 //!
 //! Implementations: [`lines`] (NDJSON), [`records`] (Vega's length-prefixed buffer records),
-//! and a directory of files read one after the other ([`crate::input`]). A socket source is a
+//! and [`directory`], a directory of files read one after the other. A socket source is a
 //! further implementation of [`Frames`]: one message per record, and [`Step::PeerGone`] when
 //! its peer goes away.
 
+pub(crate) mod directory;
 pub(crate) mod lines;
 pub(crate) mod records;
 pub(crate) mod socket;

@@ -2,7 +2,7 @@
 //! big-endian sequence number (ignored, as Vega's data node does), then one protobuf
 //! `BusEvent`.
 
-use bus_proto::buffer::{HEADER_LEN, SIZE_OVERHEAD};
+use bus_proto::buffer::{HEADER_LEN, payload_len};
 
 use super::{Encoding, Fill, Framed, Frames, Held, Reader, Step};
 use crate::error::{IngestError, Location, RecordError};
@@ -28,11 +28,8 @@ impl Records {
 
     /// The whole length of the record whose header is `header`, checked against the bound.
     fn record_len(&self, header: &[u8]) -> Result<usize, IngestError> {
-        let size = u32::from_be_bytes(header[..4].try_into().expect("four bytes"));
-        let payload = match size.checked_sub(SIZE_OVERHEAD) {
-            None => return Err(self.error(RecordError::InvalidSize { size })),
-            Some(payload) => payload as usize,
-        };
+        let payload =
+            payload_len(header).map_err(|size| self.error(RecordError::InvalidSize { size }))?;
         if payload > self.max_bytes {
             return Err(self.error(RecordError::TooLarge {
                 size: payload as u64,
