@@ -33,6 +33,9 @@ pub enum IngestError {
     /// The store refused the write.
     #[error("cannot write to the store")]
     Store(#[from] storage::Error),
+    /// The system would not start one of the ingest's threads.
+    #[error("cannot start an ingest thread")]
+    Thread(#[source] io::Error),
     /// The thread that writes to the store stopped before the ingest did.
     #[error("the store writer thread stopped")]
     WriterGone,

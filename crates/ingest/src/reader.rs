@@ -90,10 +90,6 @@ pub(crate) fn spawn(
     options: &IngestOptions<'_>,
 ) -> Result<(Chunks, JoinHandle<()>), IngestError> {
     let (format, max_record_bytes) = (options.format, options.max_record_bytes);
-    let thread_error = |error| IngestError::Read {
-        source_name: "the reader thread".into(),
-        error,
-    };
     let inline = input.is_framed_by_caller();
     let decoders = if inline { 1 } else { options.decoders.max(1) };
     let (mut senders, receivers): (Vec<_>, Vec<_>) = (0..decoders)
@@ -108,7 +104,7 @@ pub(crate) fn spawn(
             std::thread::Builder::new()
                 .name(format!("ingest-decode-{index}"))
                 .spawn(move || decode_chunks(&raw_receiver, &sender))
-                .map_err(thread_error)?;
+                .map_err(IngestError::Thread)?;
             workers.push(raw_sender);
         }
         Route::Dealt(workers)
@@ -122,7 +118,7 @@ pub(crate) fn spawn(
                 Route::Dealt(workers) => deal(frames, &workers),
             }
         })
-        .map_err(thread_error)?;
+        .map_err(IngestError::Thread)?;
     Ok((Chunks { receivers, next: 0 }, reader))
 }
 

@@ -43,6 +43,40 @@ pub enum Error {
     Internal(#[source] Box<dyn StdError + Send + Sync>),
 }
 
+/// The cause of an [`Error::Internal`] raised by this crate's own checks rather than by a
+/// backend's library: each is a bug of the writer, named so that a test or a log can tell them
+/// apart.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Bug {
+    /// A segment's lines reached 4 GiB, beyond what its index can address.
+    #[error("a segment outgrew 4 GiB")]
+    SegmentTooLarge,
+    /// A writer asked to store a segment without lines.
+    #[error("an empty segment to store")]
+    EmptySegment,
+    /// A segment's line count does not fit its column.
+    #[error("a segment of too many lines")]
+    TooManyLines,
+    /// A line pushed at or before the key of the line before it.
+    #[error("segment line {next:?} pushed after line {previous:?}: keys must ascend")]
+    OutOfOrder {
+        /// The key of the last line of the segment.
+        previous: (i64, i64, i64, i64),
+        /// The key pushed.
+        next: (i64, i64, i64, i64),
+    },
+    /// A read made of several statements ended before its last one answered.
+    #[error("a scan of several statements stopped after one")]
+    ScanStopped,
+}
+
+impl From<Bug> for Error {
+    fn from(bug: Bug) -> Error {
+        Error::Internal(Box::new(bug))
+    }
+}
+
 impl Error {
     /// A height or sequence number as the signed 64-bit integer every store holds.
     pub fn signed(what: &'static str, value: u64) -> Result<i64, Error> {

@@ -73,7 +73,7 @@ mod url;
 
 #[cfg(feature = "sqlite")]
 pub use any::AnyStore;
-pub use error::{Error, ROW_FORMAT};
+pub use error::{Bug, Error, ROW_FORMAT};
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,

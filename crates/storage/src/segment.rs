@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::ControlFlow;
 
+use crate::error::Bug;
 use crate::{Error, ExportSink, ExportSummary};
 
 /// The CSV bytes after which a segment is sealed and the next line starts a new one.
@@ -121,14 +122,6 @@ pub(crate) struct Line<'a> {
     pub csv: &'a [u8],
 }
 
-/// A line pushed at or before the key of the line before it: a bug of the writer.
-#[derive(Debug, thiserror::Error)]
-#[error("segment line {next:?} pushed after line {previous:?}: keys must ascend")]
-struct OutOfOrder {
-    previous: LineKey,
-    next: LineKey,
-}
-
 /// A segment being built, or read back whole to be rewritten.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Segment {
@@ -146,14 +139,14 @@ impl Segment {
         if let Some(previous) = self.last_key()
             && key <= previous
         {
-            return Err(Error::Internal(Box::new(OutOfOrder {
+            return Err(Bug::OutOfOrder {
                 previous,
                 next: key,
-            })));
+            }
+            .into());
         }
         self.csv.extend_from_slice(csv);
-        let end = u32::try_from(self.csv.len())
-            .map_err(|_| Error::Internal("a segment outgrew 4 GiB".into()))?;
+        let end = u32::try_from(self.csv.len()).map_err(|_| Bug::SegmentTooLarge)?;
         for value in [key.0, key.1, key.2, key.3, asset] {
             self.keys.extend_from_slice(&value.to_le_bytes());
         }

@@ -9,6 +9,7 @@ use postgres::types::ToSql;
 use super::packed::unpack_into;
 use super::segments::ALL_DATA;
 use super::{PgConn, PgStore, Statements, map_err};
+use crate::error::Bug;
 use crate::segment::{LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
@@ -80,7 +81,7 @@ fn page(
 
 /// The rows of a scan allowed as many statements as it needs.
 fn scanned(rows: Option<Rows>) -> Result<Rows, Error> {
-    rows.ok_or_else(|| Error::Internal("a scan of several statements stopped after one".into()))
+    rows.ok_or_else(|| Bug::ScanStopped.into())
 }
 
 /// The dictionary key of a spec, from the connection's cache or the database.

@@ -14,6 +14,7 @@
 use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
 
 use crate::Error;
+use crate::error::Bug;
 
 /// Bytes of the size prefix.
 const PREFIX: usize = 4;
@@ -31,8 +32,7 @@ pub(super) fn size_prefix(size: usize) -> Vec<u8> {
 
 /// Compresses a blob for storage.
 pub(super) fn pack(bytes: &[u8]) -> Result<Vec<u8>, Error> {
-    let size = u32::try_from(bytes.len())
-        .map_err(|_| Error::Internal("a segment outgrew 4 GiB".into()))?;
+    let size = u32::try_from(bytes.len()).map_err(|_| Bug::SegmentTooLarge)?;
     let mut packed = vec![0; PREFIX + get_maximum_output_size(bytes.len())];
     packed[..PREFIX].copy_from_slice(&size.to_be_bytes());
     let written = compress_into(bytes, &mut packed[PREFIX..])

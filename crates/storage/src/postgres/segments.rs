@@ -30,6 +30,7 @@ use postgres::{GenericClient, Statement, Transaction};
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
 use crate::Error;
+use crate::error::Bug;
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
 
 /// A table of segments: its name, its owner and lines columns, and how its segments are cut.
@@ -381,10 +382,9 @@ fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> R
         let (Some(first), Some((time, block, seq, idx))) =
             (segment.first_key(), segment.last_key())
         else {
-            return Err(Error::Internal("an empty segment to store".into()));
+            return Err(Bug::EmptySegment.into());
         };
-        let lines = i32::try_from(segment.lines())
-            .map_err(|_| Error::Internal("a segment of too many lines".into()))?;
+        let lines = i32::try_from(segment.lines()).map_err(|_| Bug::TooManyLines)?;
         let (csv, keys) = (pack(&segment.csv)?, pack(&segment.keys)?);
         let row: [&(dyn ToSql + Sync); 12] = [
             owner, &time, &block, &seq, &idx, &first.0, &lines, &csv, &keys, &first.1, &first.2,
