@@ -59,7 +59,8 @@ enum Command {
     /// Write a synthetic, internally consistent Vega event stream.
     Generate(generate::GenerateArgs),
     /// Create or upgrade the schema of a database (safe when several run at once). `ingest`
-    /// does this by itself; `serve` never does.
+    /// does this by itself, and so does opening an SQLite file (`serve`, `check`); `serve`
+    /// never changes a PostgreSQL database.
     Migrate(admin::DbArgs),
     /// Check that a database can be served: schema version, row format, and a read through
     /// the oracle data and one party's export.

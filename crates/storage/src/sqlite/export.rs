@@ -112,8 +112,11 @@ fn stream(
             .map_err(map_err)?;
         let flow = if scan.asset.is_none() && first >= scan.low && last <= scan.high {
             let lines: i64 = row.get(2).map_err(map_err)?;
-            summary.rows += lines as u64;
-            sink.rows(csv, lines as u64)
+            // A count no writer stores is damage, not a number of rows to report.
+            let lines = u64::try_from(lines)
+                .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
+            summary.rows += lines;
+            sink.rows(csv, lines)
         } else {
             let keys = row
                 .get_ref(4)

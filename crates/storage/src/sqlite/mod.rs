@@ -180,16 +180,21 @@ impl SqliteStore {
             )
             .optional()
             .map_err(map_err)?;
+        // A stored segment without lines is damage, not a panic: it names no asset.
+        let first = match first {
+            Some((csv, keys)) => Some(SegmentRef::new(&csv, &keys)?)
+                .filter(|segment| segment.len() > 0)
+                .map(|segment| segment.line(0).asset),
+            None => None,
+        };
         let asset = match first {
-            Some((csv, keys)) => {
-                let id = SegmentRef::new(&csv, &keys)?.line(0).asset;
-                conn.query_row("SELECT hex FROM assets WHERE id = ?1", [id], |row| {
+            Some(id) => conn
+                .query_row("SELECT hex FROM assets WHERE id = ?1", [id], |row| {
                     row.get::<_, Vec<u8>>(0)
                 })
                 .optional()
                 .map_err(map_err)?
-                .map(|bytes| ledger_core::hex::to_lower(&bytes))
-            }
+                .map(|bytes| ledger_core::hex::to_lower(&bytes)),
             None => None,
         };
         Ok(Examples {

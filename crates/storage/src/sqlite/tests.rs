@@ -6,7 +6,7 @@ use tempfile::TempDir;
 
 use super::schema::MIGRATIONS;
 use super::{SqliteConfig, SqliteStore};
-use crate::{Error, Health, IngestWriter, OracleStore, suite};
+use crate::{Error, Health, IngestWriter, LedgerStore, OracleStore, suite};
 
 /// A fresh store in its own temporary directory, removed on drop.
 struct TempStore {
@@ -198,6 +198,34 @@ fn examples_name_stored_ids() {
             spec: hex(11),
         }
     );
+}
+
+#[test]
+fn damaged_segment_rows_are_corrupt_not_a_panic_or_a_count() {
+    let temp = TempStore::new();
+    let batch = crate::IngestBatch {
+        ledger_rows: vec![suite::ledger_row("line", 7, 8, (1, 1, 1, 0))],
+        ..crate::IngestBatch::default()
+    };
+    temp.store.writer().unwrap().commit(&batch).unwrap();
+    let damage = |sql: &str| {
+        Connection::open(temp.store.path())
+            .unwrap()
+            .execute(sql, [])
+            .unwrap();
+    };
+    // A negative line count is damage: the export fails rather than report it as rows.
+    damage("UPDATE ledger_segments SET lines = -1");
+    let filter = suite::filter(7, None, None, None);
+    let mut sink = suite::Collect::default();
+    match temp.store.export_ledger(&filter, &mut sink) {
+        Err(Error::Corrupt(what)) => assert!(what.contains("-1 lines"), "{what}"),
+        other => panic!("expected Error::Corrupt, got {other:?}"),
+    }
+    // A segment without lines names no asset in the examples.
+    damage("UPDATE ledger_segments SET lines = 0, csv = x'', keys = x''");
+    let examples = temp.store.examples().unwrap();
+    assert_eq!(examples.asset, None);
 }
 
 #[test]
