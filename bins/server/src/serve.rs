@@ -3,6 +3,7 @@
 
 mod examples;
 mod flags;
+mod limits;
 
 use std::net::SocketAddr;
 use std::path::Path;
