@@ -23,6 +23,12 @@
 //! `Accept-Encoding` allows, the export as it streams. Oracle data pages are kept in memory while
 //! the store's data version stays the same, so that a page asked again costs no read.
 //!
+//! Every request but `/health` and `/metrics` counts against its client's rate limit (a token
+//! bucket per address and a ban for clients that keep asking, as Vega's data node does;
+//! `rate_limit.rs`), the client being the connection's [`Peer`] or whom a trusted proxy
+//! forwards for (`client.rs`). Every answer carries an `X-Request-Id`, the client's or a made
+//! one, also in the access log line with the client's address (`request_id.rs`, `observe.rs`).
+//!
 //! The service talks to storage only through the `storage` traits; it never sees SQL. Blocking
 //! store calls run on tokio's blocking threads. [`serve`] runs the service on a listener with
 //! connection limits and timeouts until a shutdown future resolves, then drains connections.

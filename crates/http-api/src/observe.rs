@@ -99,7 +99,7 @@ impl Observed {
             path = %exchange.target,
             client = %exchange.client,
             // Visible ASCII: the id is checked or made so.
-            request_id = exchange.request_id.to_str().unwrap_or_default(),
+            request_id = %exchange.request_id.to_str().unwrap_or_default(),
             status,
             duration_ms = elapsed.as_secs_f64() * 1e3,
             bytes = self.bytes,
