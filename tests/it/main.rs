@@ -8,6 +8,7 @@
 
 mod export;
 mod formats;
+mod limits;
 mod live_ingest;
 mod operations;
 mod oracle;

@@ -171,12 +171,16 @@ impl Server {
 
     /// [`Server::start`] with connection limits and timeouts of the test's choosing.
     pub fn start_with(store: Arc<AnyStore>, config: AppConfig, serve: ServeConfig) -> Server {
+        Self::start_app(App::new(store, config), serve)
+    }
+
+    /// [`Server::start`] with a service of the test's making (e.g. with its own clock).
+    pub fn start_app(app: App, serve: ServeConfig) -> Server {
         let runtime = runtime();
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let app = App::new(store, config);
         let (shutdown, stop) = oneshot::channel::<()>();
         let task = runtime.spawn(http_api::serve(listener, app, serve, async move {
             let _ = stop.await;

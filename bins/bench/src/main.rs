@@ -104,7 +104,22 @@ struct Cli {
     /// reuses the SQLite file.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
+    /// Serve with the per-client rate limits applied to loopback too (no address exempt), at a
+    /// rate and burst no client of the bench reaches: the figures then include the limiter's
+    /// cost on every request.
+    #[arg(long)]
+    rate_limited: bool,
 }
+
+/// The `serve` flags of `--rate-limited`: nobody exempt, a billion requests a second.
+const RATE_LIMITED_FLAGS: [&str; 6] = [
+    "--rate-limit-exempt",
+    "",
+    "--rate-limit-rate",
+    "1000000000",
+    "--rate-limit-burst",
+    "1000000000",
+];
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
@@ -216,7 +231,12 @@ fn serve_and_measure(
 ) -> Result<(String, dataset::Ingested, Measured)> {
     let shown = storage::redact(&db.to_string_lossy());
     eprintln!("bench: starting {} serve --db {shown}", server.display());
-    let server_process = ServerProcess::start(server, db, dir)?;
+    let flags: Vec<String> = if cli.rate_limited {
+        RATE_LIMITED_FLAGS.map(String::from).to_vec()
+    } else {
+        Vec::new()
+    };
+    let server_process = ServerProcess::start_with(server, db, dir, &flags)?;
     let measured = runtime.block_on(measure(cli, dir, &ingest.manifest, &server_process))?;
     // A URL's password stays out of the results.
     let serve_command = server_process

@@ -140,13 +140,8 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Starts `server serve` on a port the kernel picks, and waits for it to write that port to
-    /// its address file. Asking for port 0 and reading it back avoids the race of probing for a
-    /// free port.
-    pub(crate) fn start(server: &Path, db: &OsStr, dir: &Path) -> Result<Self> {
-        Self::start_with(server, db, dir, &[])
-    }
-
-    /// [`ServerProcess::start`] with more `serve` flags.
+    /// its address file, with `flags` added to `serve`'s. Asking for port 0 and reading it back
+    /// avoids the race of probing for a free port.
     pub(crate) fn start_with(
         server: &Path,
         db: &OsStr,

@@ -3,6 +3,7 @@
 
 mod examples;
 mod flags;
+mod limits;
 
 use std::fmt::Display;
 use std::path::Path;

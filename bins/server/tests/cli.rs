@@ -303,11 +303,16 @@ fn serve(command: &mut Command) -> Serving {
 }
 
 fn http_get(addr: &str, path: &str) -> String {
+    http_get_with(addr, path, "")
+}
+
+/// [`http_get`] with more header lines, each ending in `\r\n`.
+fn http_get_with(addr: &str, path: &str, headers: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -390,8 +395,13 @@ fn every_request_is_logged_and_json_logs_on_request() {
             command.args(["--log-format", "json"]);
         }
         let serving = serve(&mut command);
-        let response = http_get(&serving.addr, "/health?probe=1");
+        let response = http_get_with(
+            &serving.addr,
+            "/health?probe=1",
+            "X-Request-Id: probe-1\r\n",
+        );
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(response.contains("x-request-id: probe-1\r\n"), "{response}");
         let line = serving.log_line(|line| line.contains("access"));
         if json {
             let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -400,6 +410,8 @@ fn every_request_is_logged_and_json_logs_on_request() {
             assert_eq!(entry["status"], 200);
             assert_eq!(entry["bytes"], 2);
             assert_eq!(entry["outcome"], "complete");
+            assert_eq!(entry["client"], "127.0.0.1");
+            assert_eq!(entry["request_id"], "probe-1");
             assert!(entry["duration_ms"].as_f64().unwrap() >= 0.0);
         } else {
             for field in [
@@ -408,6 +420,8 @@ fn every_request_is_logged_and_json_logs_on_request() {
                 "status=200",
                 "bytes=2",
                 "duration_ms=",
+                "client=127.0.0.1",
+                "request_id=probe-1",
             ] {
                 assert!(line.contains(field), "{field} not in {line}");
             }

@@ -69,11 +69,12 @@ pub(crate) fn decorate(allowed: &AllowedOrigins, request: &HeaderMap, headers: &
         return;
     };
     headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, allow);
-    // Without it, a page cannot read the export's file name from Content-Disposition, nor
-    // the block headers the Vega console judges a node's freshness by.
+    // Without it, a page cannot read the export's file name from Content-Disposition, the
+    // block headers the Vega console judges a node's freshness by, its request's id, nor its
+    // rate limit.
     headers.insert(
         ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("Content-Disposition, X-Block-Height, X-Block-Timestamp"),
+        HeaderValue::from_static("Content-Disposition, X-Block-Height, X-Block-Timestamp, X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After"),
     );
 }
 

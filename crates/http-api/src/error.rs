@@ -82,6 +82,20 @@ pub enum ApiError {
         /// Seconds after which a retry is sensible, sent as `Retry-After`.
         retry_after: Option<u32>,
     },
+    /// The client's bucket is empty (HTTP 429 with `Retry-After`; gRPC code 14 in the body, as
+    /// Vega's limiter answers).
+    #[error("rate limited")]
+    RateLimited {
+        /// Seconds until the bucket holds a token again.
+        retry_after: u32,
+    },
+    /// The client kept asking while refused and is banned (HTTP 403 with `Retry-After`; gRPC
+    /// code 14 in the body, as Vega's limiter answers).
+    #[error("banned")]
+    Banned {
+        /// Seconds until the ban ends.
+        retry_after: u32,
+    },
 }
 
 /// Which of Vega's two error envelopes an endpoint uses.
@@ -155,6 +169,8 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Banned { .. } => StatusCode::FORBIDDEN,
         }
     }
 
@@ -196,6 +212,13 @@ impl ApiError {
                 "Unavailable error",
                 Some((*detail, *message, reason.as_str())),
             ),
+            // Vega's limiter answers a plain status, with no detail.
+            Self::RateLimited { .. } => (14, "api request rate limit exceeded", None),
+            Self::Banned { .. } => (
+                14,
+                "temporarily banned for continuing to request while rate limited",
+                None,
+            ),
         };
         let status = Status {
             code,
@@ -235,6 +258,12 @@ impl ApiError {
             Self::Unavailable {
                 retry_after: Some(seconds),
                 ..
+            }
+            | Self::RateLimited {
+                retry_after: seconds,
+            }
+            | Self::Banned {
+                retry_after: seconds,
             } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
             }

@@ -23,6 +23,12 @@
 //! `Accept-Encoding` allows, the export as it streams. Oracle data pages are kept in memory while
 //! the store's data version stays the same, so that a page asked again costs no read.
 //!
+//! Every request but `/health` and `/metrics` counts against its client's rate limit (a token
+//! bucket per address and a ban for clients that keep asking, as Vega's data node does;
+//! `rate_limit.rs`), the client being the connection's [`Peer`] or whom a trusted proxy
+//! forwards for (`client.rs`). Every answer carries an `X-Request-Id`, the client's or a made
+//! one, also in the access log line with the client's address (`request_id.rs`, `observe.rs`).
+//!
 //! The service talks to storage only through the `storage` traits; it never sees SQL. Blocking
 //! store calls run on tokio's blocking threads. [`serve`] runs the service on a listener with
 //! connection limits and timeouts until a shutdown future resolves, then drains connections.
@@ -33,6 +39,7 @@
 
 mod accept;
 mod body;
+mod client;
 mod coding;
 mod cors;
 mod error;
@@ -45,6 +52,8 @@ mod openapi;
 mod oracle;
 mod page_cache;
 mod query;
+mod rate_limit;
+mod request_id;
 mod respond;
 mod server;
 #[cfg(test)]
@@ -59,16 +68,22 @@ use storage::{Health, LedgerStore, OracleStore};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{Body, BodyError};
+pub use client::{InvalidRange, IpRange, IpRanges, Peer};
 pub use cors::AllowedOrigins;
 pub use error::{ApiError, ErrorShape};
 pub use metrics::{IngestProgress, Metrics};
+pub use rate_limit::{BYTES_PER_CLIENT, Clock, RateLimitConfig, SystemClock};
+pub use request_id::MAX_REQUEST_ID;
 pub use server::{ServeConfig, serve};
 
+use crate::client::client_addr;
 use crate::coding::Coding;
 use crate::metrics::Route;
 use crate::observe::Exchange;
 use crate::page_cache::PageCache;
 use crate::query::Query;
+use crate::rate_limit::RateLimiter;
+use crate::request_id::{RequestIds, X_REQUEST_ID};
 use crate::respond::{Encoded, Style, whole};
 
 /// The path of the ledger export.
@@ -97,6 +112,11 @@ pub struct AppConfig {
     /// commit (bodies plus a small overhead per page); 0 disables the cache. Only stores that
     /// tell their data version (SQLite) are cached.
     pub page_cache_bytes: usize,
+    /// Per-client rate limits.
+    pub rate_limit: RateLimitConfig,
+    /// Proxies whose `X-Forwarded-For` names the client (Vega's `TrustedProxies`); nobody
+    /// else's is believed.
+    pub trusted_proxies: IpRanges,
 }
 
 impl Default for AppConfig {
@@ -106,6 +126,8 @@ impl Default for AppConfig {
             max_concurrent_pages: 32,
             cors: AllowedOrigins::Any,
             page_cache_bytes: 8 << 20,
+            rate_limit: RateLimitConfig::default(),
+            trusted_proxies: IpRanges(vec!["127.0.0.1".parse().expect("a valid address")]),
         }
     }
 }
@@ -134,6 +156,9 @@ struct Inner {
     metrics: Arc<Metrics>,
     cors: AllowedOrigins,
     page_cache: PageCache,
+    limiter: RateLimiter,
+    trusted_proxies: IpRanges,
+    request_ids: RequestIds,
 }
 
 impl Route {
@@ -147,11 +172,34 @@ impl Route {
             _ => Route::Other,
         }
     }
+
+    /// Whether the route's requests count against the client's rate limit: all but the
+    /// health check and the metrics, which monitors poll.
+    fn limited(self) -> bool {
+        !matches!(self, Route::Health | Route::Metrics)
+    }
+
+    /// The error envelope of the route: the export streams, everything else is unary.
+    fn error_shape(self) -> ErrorShape {
+        match self {
+            Route::Export => ErrorShape::Stream,
+            _ => ErrorShape::Bare,
+        }
+    }
 }
 
 impl App {
     /// A service over `store`.
     pub fn new<S>(store: Arc<S>, config: AppConfig) -> Self
+    where
+        S: LedgerStore + OracleStore + Health + 'static,
+    {
+        Self::with_clock(store, config, Arc::new(SystemClock))
+    }
+
+    /// A service over `store` whose rate limits read the time from `clock`: tests move it
+    /// instead of sleeping.
+    pub fn with_clock<S>(store: Arc<S>, config: AppConfig, clock: Arc<dyn Clock>) -> Self
     where
         S: LedgerStore + OracleStore + Health + 'static,
     {
@@ -166,6 +214,9 @@ impl App {
                 metrics: Arc::new(Metrics::new()),
                 cors: config.cors,
                 page_cache: PageCache::new(config.page_cache_bytes),
+                limiter: RateLimiter::new(config.rate_limit, clock),
+                trusted_proxies: config.trusted_proxies,
+                request_ids: RequestIds::new(),
             }),
         }
     }
@@ -176,9 +227,22 @@ impl App {
     }
 
     /// Answers one request. Never fails: every error becomes a response in Vega's shape.
+    ///
+    /// The client is the request's [`Peer`] ([`Peer::LOCAL`] without one), or the address it
+    /// forwards when it is a trusted proxy.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body> {
         let started = Instant::now();
         let route = Route::of(request.uri().path());
+        let peer = request
+            .extensions()
+            .get::<Peer>()
+            .map_or(Peer::LOCAL, |peer| peer.0.ip());
+        let client = client_addr(peer, request.headers(), &self.inner.trusted_proxies);
+        let request_id = self.inner.request_ids.of(request.headers());
+        let limit = route
+            .limited()
+            .then(|| self.inner.limiter.check(client))
+            .flatten();
         let query = Query::parse(request.uri().query());
         let style = Style {
             coding: Coding::negotiate(request.headers()),
@@ -188,16 +252,26 @@ impl App {
         let tip = freshness::applies_to(request.uri().path())
             .then(|| self.chain_tip())
             .flatten();
-        let mut response = self.route(&request, route, &query, style).await;
+        let mut response = match limit.and_then(|limit| limit.refusal()) {
+            Some(refusal) => refusal.into_response(route.error_shape(), style),
+            None => self.route(&request, route, &query, style).await,
+        };
+        let headers = response.headers_mut();
         if let Some(tip) = &tip {
-            freshness::decorate(tip, response.headers_mut());
+            freshness::decorate(tip, headers);
         }
-        cors::decorate(&self.inner.cors, request.headers(), response.headers_mut());
+        if let Some(limit) = &limit {
+            limit.decorate(headers);
+        }
+        headers.insert(&X_REQUEST_ID, request_id.clone());
+        cors::decorate(&self.inner.cors, request.headers(), headers);
         let exchange = Exchange {
             metrics: self.metrics(),
             route,
             method: request.method().clone(),
             target: Exchange::target(request.uri()),
+            client,
+            request_id,
             started,
         };
         observe::observe(response, exchange)

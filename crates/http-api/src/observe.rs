@@ -2,6 +2,7 @@
 //! been sent (or abandoned), so that a streamed export is logged with its real duration and
 //! size.
 
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -10,6 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Frame, SizeHint};
+use hyper::header::HeaderValue;
 use hyper::{Method, Response};
 
 use crate::body::{Body, BodyError};
@@ -24,6 +26,10 @@ pub(crate) struct Exchange {
     pub(crate) route: Route,
     pub(crate) method: Method,
     pub(crate) target: String,
+    /// Who asked: the peer, or the client a trusted proxy forwards for.
+    pub(crate) client: IpAddr,
+    /// The request's id, as sent back in `X-Request-Id`.
+    pub(crate) request_id: HeaderValue,
     pub(crate) started: Instant,
 }
 
@@ -91,6 +97,9 @@ impl Observed {
             target: "access",
             method = %exchange.method,
             path = %exchange.target,
+            client = %exchange.client,
+            // Visible ASCII: the id is checked or made so.
+            request_id = %exchange.request_id.to_str().unwrap_or_default(),
             status,
             duration_ms = elapsed.as_secs_f64() * 1e3,
             bytes = self.bytes,

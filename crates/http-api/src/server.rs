@@ -34,7 +34,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::{App, body};
+use crate::{App, Peer, body};
 
 /// How connections are served.
 #[derive(Clone, Debug)]
@@ -169,7 +169,8 @@ async fn connection(
         let activity = Arc::clone(&activity);
         let silent = Arc::clone(&slot.silent);
         let id = slot.id;
-        service_fn(move |request: Request<Incoming>| {
+        service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(Peer(peer));
             if !activity.requested.swap(true, Ordering::AcqRel) {
                 silent.heard_from(id);
             }

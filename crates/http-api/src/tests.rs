@@ -1,6 +1,7 @@
 //! The service called with built requests and a fake store: no socket, no database.
 
 mod freshness;
+mod limits;
 mod operations;
 mod page_cache;
 mod properties;
@@ -202,6 +203,25 @@ impl Health for FakeStore {
 
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
         Ok(*self.tip.lock().unwrap())
+    }
+}
+
+/// A clock that moves only when told.
+pub(crate) struct ManualClock(Mutex<std::time::Instant>);
+
+impl ManualClock {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new(std::time::Instant::now())))
+    }
+
+    pub(crate) fn advance(&self, by: std::time::Duration) {
+        *self.0.lock().unwrap() += by;
+    }
+}
+
+impl crate::Clock for ManualClock {
+    fn now(&self) -> std::time::Instant {
+        *self.0.lock().unwrap()
     }
 }
 

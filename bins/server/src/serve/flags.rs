@@ -11,6 +11,8 @@ use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use http_api::{AllowedOrigins, AppConfig, ServeConfig};
 
+use super::limits::RateLimitArgs;
+
 /// Flags of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -81,6 +83,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_GRACE_SECS",
           default_value_t = ServeConfig::default().grace.as_secs())]
     grace_secs: u64,
+    #[command(flatten)]
+    rate_limit: RateLimitArgs,
 }
 
 impl ServeArgs {
@@ -97,6 +101,8 @@ impl ServeArgs {
             max_concurrent_pages: self.max_pages,
             cors: AllowedOrigins::parse(&self.cors_origins),
             page_cache_bytes: self.page_cache_mib.saturating_mul(1 << 20),
+            rate_limit: self.rate_limit.config(),
+            trusted_proxies: self.rate_limit.trusted_proxies.clone(),
         }
     }
 

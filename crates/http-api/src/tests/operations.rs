@@ -208,7 +208,7 @@ async fn cors_lets_other_origins_read_answers_and_the_file_name() {
     assert_eq!(answer.header("access-control-allow-origin"), "*");
     assert_eq!(
         answer.header("access-control-expose-headers"),
-        "Content-Disposition, X-Block-Height, X-Block-Timestamp"
+        "Content-Disposition, X-Block-Height, X-Block-Timestamp, X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After"
     );
     let error = get_with(FakeStore::default(), ORACLE.to_owned().as_str(), &[origin]).await;
     assert_eq!(error.header("access-control-allow-origin"), "*");
