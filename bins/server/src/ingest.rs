@@ -23,7 +23,9 @@ pub struct IngestArgs {
     /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
     /// (read in file-name order), a file of newline-delimited JSON bus events, - for standard
     /// input (read until it ends, committing as it goes), or tcp://HOST:PORT to listen for a
-    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005).
+    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005). In the
+    /// configuration file it is `[ingest] input`, the key `serve --ingest` reads too.
+    #[arg(id = "ingest", value_name = "PATH|-|tcp://HOST:PORT")]
     input: String,
     #[command(flatten)]
     format: FormatArgs,
