@@ -408,6 +408,27 @@ mod tests {
     use super::*;
     use clap::CommandFactory as _;
 
+    /// Every flag of `serve` and `ingest` is a key, but these, which belong to one run: the
+    /// progress lines on a terminal, and the file itself.
+    const ONLY_FLAGS: &[&str] = &["progress", "quiet", "config", "help", "version"];
+
+    /// A new flag fails this test until it has its line in [`KEYS`] (or in [`ONLY_FLAGS`]).
+    #[test]
+    fn every_flag_of_serve_and_ingest_is_a_key() {
+        let mut command = crate::Cli::command();
+        command.build();
+        for name in ["serve", "ingest"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                assert!(
+                    ONLY_FLAGS.contains(&id) || KEYS.iter().any(|key| key.arg == id),
+                    "{name}'s {id} has no key in the configuration file"
+                );
+            }
+        }
+    }
+
     /// Every key names a flag some command has, and no two keys name the same flag or place.
     #[test]
     fn every_key_names_one_flag() {
