@@ -44,7 +44,7 @@ const fn key(section: &'static str, name: &'static str, arg: &'static str) -> Ke
     Key { section, name, arg }
 }
 
-/// Every key of the file, in the order `server config` prints them.
+/// Every key of the file, in the order `server config` prints them, a section's keys together.
 const KEYS: &[Key] = &[
     key("listen", "address", "listen"),
     key("listen", "addr_file", "addr_file"),
@@ -436,7 +436,17 @@ mod tests {
         command.build();
         for (index, key) in KEYS.iter().enumerate() {
             find_arg(&command, key.arg);
-            for other in &KEYS[..index] {
+            // A section's keys are together: `render` writes its header once.
+            let earlier = &KEYS[..index];
+            if let Some(last) = earlier.last() {
+                assert!(
+                    last.section == key.section
+                        || earlier.iter().all(|other| other.section != key.section),
+                    "[{}] split",
+                    key.section
+                );
+            }
+            for other in earlier {
                 assert_ne!(other.arg, key.arg, "{} twice", key.arg);
                 assert!(
                     (other.section, other.name) != (key.section, key.name),
