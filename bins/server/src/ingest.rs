@@ -1,7 +1,7 @@
 //! `server ingest`, and the ingest thread that `serve --ingest` runs beside the API.
 
 use std::io::{self, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -24,10 +24,17 @@ pub struct IngestArgs {
     /// Event stream: a Vega event buffer file, a gzip-compressed one, a directory of them
     /// (read in file-name order), a file of newline-delimited JSON bus events, - for standard
     /// input (read until it ends, committing as it goes), or tcp://HOST:PORT to listen for a
-    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005).
+    /// Vega core node's event socket (until SIGINT/SIGTERM; Vega's port is 3005). In the
+    /// configuration file it is `[ingest] input`, the key `serve --ingest` reads too.
+    #[arg(id = "ingest", value_name = "PATH|-|tcp://HOST:PORT")]
     input: String,
     #[command(flatten)]
     format: FormatArgs,
+    /// Once the event socket (tcp://HOST:PORT) listens, write its bound address (e.g.
+    /// tcp://127.0.0.1:3005) and a newline to this file, atomically: for scripts and tests that
+    /// listen on port 0.
+    #[arg(long, env = "DATANODE_INGEST_ADDR_FILE", value_name = "PATH")]
+    ingest_addr_file: Option<PathBuf>,
     /// Print progress even when standard error is not a terminal.
     #[arg(long, conflicts_with = "quiet")]
     progress: bool,
@@ -47,6 +54,7 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     let stats = run(
         &args.input,
         &args.format,
+        args.ingest_addr_file.as_deref(),
         &mut *writer,
         &stop,
         &mut |stats| reporter.report(stats),
@@ -78,11 +86,6 @@ pub struct FormatArgs {
     /// it is read: it bounds the memory whatever the input.
     #[arg(long, default_value_t = DEFAULT_MAX_RECORD_BYTES)]
     max_record_bytes: usize,
-    /// Once the event socket (tcp://HOST:PORT) listens, write its bound address (e.g.
-    /// tcp://127.0.0.1:3005) and a newline to this file, atomically: for scripts and tests that
-    /// listen on port 0.
-    #[arg(long, env = "DATANODE_INGEST_ADDR_FILE", value_name = "PATH")]
-    ingest_addr_file: Option<PathBuf>,
 }
 
 impl Default for FormatArgs {
@@ -90,7 +93,6 @@ impl Default for FormatArgs {
         Self {
             format: None,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
-            ingest_addr_file: None,
         }
     }
 }
@@ -114,10 +116,12 @@ impl From<FormatArg> for Format {
 }
 
 /// Ingests the stream named `input` (a file or directory, `-` for standard input, or
-/// `tcp://HOST:PORT` for a socket) until it ends or `stop` is set.
+/// `tcp://HOST:PORT` for a socket, whose bound address goes to `addr_file` when given) until it
+/// ends or `stop` is set.
 pub fn run(
     input: &str,
     format: &FormatArgs,
+    addr_file: Option<&Path>,
     writer: &mut dyn IngestWriter,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&IngestStats),
@@ -131,7 +135,7 @@ pub fn run(
             address = socket.address(),
             "waiting for a Vega core node to connect"
         );
-        if let Some(path) = &format.ingest_addr_file {
+        if let Some(path) = addr_file {
             crate::serve::write_addr_file(path, socket.address())?;
         }
         Input::frames(socket)
@@ -166,22 +170,27 @@ pub fn spawn(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let format = FormatArgs {
-                ingest_addr_file,
-                ..FormatArgs::default()
-            };
-            let result = run(&input, &format, &mut *writer, &stop, &mut |stats| {
-                metrics.ingest_progress(&progress(stats));
-                // The block headers show this server's own commits at once, not up to a second
-                // later (PostgreSQL's tip is otherwise reread in the background).
-                if let Err(err) = store.refresh_chain_tip() {
-                    tracing::warn!(error = %err, "cannot read the chain tip after a commit");
-                }
-                if last_log.elapsed() >= Duration::from_secs(10) {
-                    last_log = Instant::now();
-                    tracing::info!("ingest: {}", summary(stats, started.elapsed()));
-                }
-            });
+            let format = FormatArgs::default();
+            let addr_file = ingest_addr_file.as_deref();
+            let result = run(
+                &input,
+                &format,
+                addr_file,
+                &mut *writer,
+                &stop,
+                &mut |stats| {
+                    metrics.ingest_progress(&progress(stats));
+                    // The block headers show this server's own commits at once, not up to a second
+                    // later (PostgreSQL's tip is otherwise reread in the background).
+                    if let Err(err) = store.refresh_chain_tip() {
+                        tracing::warn!(error = %err, "cannot read the chain tip after a commit");
+                    }
+                    if last_log.elapsed() >= Duration::from_secs(10) {
+                        last_log = Instant::now();
+                        tracing::info!("ingest: {}", summary(stats, started.elapsed()));
+                    }
+                },
+            );
             metrics.ingest_running(false);
             match result {
                 Ok(stats) => tracing::info!("ingest done: {}", summary(&stats, started.elapsed())),

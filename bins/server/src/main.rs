@@ -6,6 +6,7 @@
 
 mod admin;
 mod backend;
+mod config;
 mod generate;
 mod ingest;
 mod logging;
@@ -14,7 +15,8 @@ mod signals;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use anyhow::Result;
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 // mimalloc: the ingest allocates on its parser thread and frees on its writer thread, where
 // glibc's allocator spent a fifth of the time on arena locks (see docs/PERFORMANCE.md).
@@ -25,11 +27,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// Without a command, serves (the flags of `serve` apply): on 127.0.0.1:3008 from
 /// ./datanode.sqlite, which is created with a demo dataset when it does not exist yet.
-/// Every flag has an environment variable, shown in brackets; flags win.
+/// Every flag has an environment variable, shown in brackets, and a key in the configuration
+/// file (`server config --default` prints them); flags win, then the environment, then the file.
 #[derive(Debug, Parser)]
 #[command(
     name = "server",
-    version,
+    version = VERSION,
     propagate_version = true,
     args_conflicts_with_subcommands = true
 )]
@@ -47,7 +50,21 @@ struct Cli {
         default_value_t = logging::LogFormat::Text
     )]
     log_format: logging::LogFormat,
+    /// Configuration file (TOML): `server config --default` prints one with every key.
+    #[arg(long, global = true, env = config::CONFIG_ENV, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
 }
+
+/// The git commit the binary was built from, or `unknown` (see build.rs).
+pub const COMMIT: &str = env!("DATANODE_COMMIT");
+
+/// What `--version` prints after the name.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DATANODE_COMMIT"),
+    ")"
+);
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -65,10 +82,62 @@ enum Command {
     /// Check that a database can be served: schema version, row format, and a read through
     /// the oracle data and one party's export.
     Check(admin::DbArgs),
+    /// Print the settings `serve` and `ingest` would use, as a configuration file (passwords in
+    /// database URLs hidden); with --default, a complete file of the defaults.
+    Config(ConfigArgs),
+}
+
+/// Flags of `config`: the settings' own flags, so that it shows what they would change.
+#[derive(Debug, clap::Args)]
+struct ConfigArgs {
+    /// Print the built-in defaults, ignoring the file, the environment and the flags.
+    #[arg(long)]
+    default: bool,
+    #[command(flatten)]
+    serve: serve::ServeArgs,
+    #[command(flatten)]
+    format: ingest::FormatArgs,
+}
+
+/// The command line as parsed, after the configuration file's values became the defaults.
+struct Parsed {
+    cli: Cli,
+    command: clap::Command,
+    matches: clap::ArgMatches,
+    file: Option<config::File>,
+}
+
+/// Parses the arguments, the environment and the configuration file. Exits as clap does on a
+/// bad flag, `--help` or `--version`.
+fn parse() -> Result<Parsed> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = Cli::command();
+    let file = config::path(&args)
+        .map(|path| config::File::load(&path, &command))
+        .transpose()?;
+    if let Some(file) = &file {
+        command = file.apply(command);
+    }
+    let matches = command.clone().get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    Ok(Parsed {
+        cli,
+        command,
+        matches,
+        file,
+    })
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let parsed = match parse() {
+        Ok(parsed) => parsed,
+        // Before the log exists: the file decides its format.
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = parsed.cli;
     logging::init(cli.log_format);
     let result = match cli.command {
         None => serve::serve(cli.serve),
@@ -77,6 +146,19 @@ fn main() -> ExitCode {
         Some(Command::Generate(args)) => generate::generate(args),
         Some(Command::Migrate(args)) => admin::migrate(args),
         Some(Command::Check(args)) => admin::check(args),
+        Some(Command::Config(args)) => {
+            let text = if args.default {
+                config::print_defaults(&Cli::command())
+            } else {
+                let matches = parsed
+                    .matches
+                    .subcommand_matches("config")
+                    .expect("the config command was parsed");
+                config::print_effective(&parsed.command, matches, parsed.file.as_ref())
+            };
+            print!("{text}");
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,6 +6,7 @@ mod flags;
 mod limits;
 
 use std::fmt::Display;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,20 +53,41 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let addr = listener.local_addr().context("listener has no address")?;
+        // The metrics listener first: the public address file then says everything listens.
+        let metrics_listener = match args.metrics_listen {
+            Some(metrics_addr) => {
+                let (listener, addr) =
+                    bind(metrics_addr, args.metrics_addr_file.as_deref()).await?;
+                tracing::info!(%addr, "serving metrics");
+                Some(listener)
+            }
+            None => None,
+        };
+        let (listener, addr) = bind(args.listen, args.addr_file.as_deref()).await?;
         tracing::info!(%addr, db = %db.describe(), "serving");
-        if let Some(addr_file) = &args.addr_file {
-            write_addr_file(addr_file, addr)?;
-        }
         examples::print_examples(addr, &examples);
-        let shutdown = async {
+        // One signal stops both listeners.
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
+        let shutdown = || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }
+        };
+        let signals = async {
             crate::signals::shutdown().await;
             stop_ingest.store(true, Ordering::Relaxed);
+            let _ = stopping.send(true);
         };
-        http_api::serve(listener, app, args.serve_config(), shutdown).await;
+        let operator = app.operator();
+        let public = http_api::serve(listener, app, args.serve_config(), shutdown());
+        let metrics = async {
+            if let Some(listener) = metrics_listener {
+                http_api::serve(listener, operator, args.serve_config(), shutdown()).await;
+            }
+        };
+        // The servers return once the signal has been sent and their connections drained.
+        tokio::join!(signals, public, metrics);
         Ok::<_, anyhow::Error>(())
     });
     // A bind failure must not leave the ingest running: stop it either way.
@@ -76,6 +98,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Listens on `addr`, and writes the bound address to `addr_file` if one is given.
+async fn bind(
+    addr: SocketAddr,
+    addr_file: Option<&Path>,
+) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("listener has no address")?;
+    if let Some(addr_file) = addr_file {
+        write_addr_file(addr_file, bound)?;
+    }
+    Ok((listener, bound))
 }
 
 /// Writes `addr` and a newline to `path` through a temporary file and a rename, so that a

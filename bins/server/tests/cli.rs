@@ -1,5 +1,6 @@
 //! The `server` binary from the outside: help, generate | ingest, a bad line, serving and
-//! stopping on a signal, and the quick start's demo database.
+//! stopping on a signal, the quick start's demo database, and (in `production`) what an operator
+//! runs it with.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,6 +13,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{run_ok, server};
+
+/// Running it in production: the configuration file, what is running, the metrics listener.
+#[path = "cli/production.rs"]
+mod production;
 
 /// How long a test waits for something that should happen (a server listening, a log line, a
 /// block stored): generous, because a debug build on a machine shared with other builds can be

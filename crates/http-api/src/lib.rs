@@ -8,9 +8,12 @@
 //! - `GET /api/v2/oracle/data[?oracleSpecId=…][&pagination.first|after|last|before|newestFirst=…]`:
 //!   a cursor-paginated page of oracle data.
 //! - `GET /api/v2/openapi.json`: the OpenAPI description of the two operations.
+//! - `GET /api/v2/info`: the server's version and commit, as Vega's data node answers it.
 //! - `GET /health` (and `HEAD`): `ok` while the store answers and its recent reads have not
 //!   kept failing, 503 otherwise.
-//! - `GET /metrics`: Prometheus metrics.
+//! - `GET /metrics`: Prometheus metrics, the process's included. When
+//!   [`AppConfig::metrics_apart`] is set, the public service answers it 404 and
+//!   [`App::operator`] serves it (with `/health`, and nothing else) on another listener.
 //!
 //! Every query parameter is read by its JSON name (above) and by its proto name (`party_id`,
 //! `date_range.start_timestamp`, `oracle_spec_id`, …), as Vega's gateway reads them; one given
@@ -46,6 +49,7 @@ mod error;
 mod export;
 mod freshness;
 mod health;
+mod info;
 mod metrics;
 mod observe;
 mod openapi;
@@ -71,6 +75,7 @@ pub use body::{Body, BodyError};
 pub use client::{InvalidRange, IpRange, IpRanges, Peer};
 pub use cors::AllowedOrigins;
 pub use error::{ApiError, ErrorShape};
+pub use info::BuildInfo;
 pub use metrics::{IngestProgress, Metrics};
 pub use rate_limit::{BYTES_PER_CLIENT, Clock, RateLimitConfig, SystemClock};
 pub use request_id::MAX_REQUEST_ID;
@@ -92,6 +97,8 @@ pub const EXPORT_PATH: &str = "/api/v2/ledgerentry/export";
 pub const ORACLE_DATA_PATH: &str = "/api/v2/oracle/data";
 /// The path of the OpenAPI document.
 pub const OPENAPI_PATH: &str = "/api/v2/openapi.json";
+/// The path of the server's version and commit.
+pub const INFO_PATH: &str = "/api/v2/info";
 /// The path of the health check.
 pub const HEALTH_PATH: &str = "/health";
 /// The path of the Prometheus metrics.
@@ -117,6 +124,11 @@ pub struct AppConfig {
     /// Proxies whose `X-Forwarded-For` names the client (Vega's `TrustedProxies`); nobody
     /// else's is believed.
     pub trusted_proxies: IpRanges,
+    /// What is running, for `/api/v2/info` and `datanode_build_info`.
+    pub build: BuildInfo,
+    /// Metrics are served on a listener of their own ([`App::operator`]), so the public service
+    /// answers `/metrics` with 404: what the process does is not shown to every client.
+    pub metrics_apart: bool,
 }
 
 impl Default for AppConfig {
@@ -128,6 +140,8 @@ impl Default for AppConfig {
             page_cache_bytes: 8 << 20,
             rate_limit: RateLimitConfig::default(),
             trusted_proxies: IpRanges(vec!["127.0.0.1".parse().expect("a valid address")]),
+            build: BuildInfo::default(),
+            metrics_apart: false,
         }
     }
 }
@@ -144,6 +158,28 @@ const BUSY_RETRY_AFTER: u32 = 1;
 #[derive(Clone)]
 pub struct App {
     inner: Arc<Inner>,
+    surface: Surface,
+}
+
+/// Which routes an [`App`] answers; the others answer 404 as unknown paths do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Surface {
+    /// Every route: one listener serves everything.
+    All,
+    /// Every route but `/metrics`, which another listener serves.
+    Public,
+    /// `/metrics` and `/health` only: the operator's listener.
+    Operator,
+}
+
+impl Surface {
+    fn serves(self, route: Route) -> bool {
+        match self {
+            Surface::All => true,
+            Surface::Public => route != Route::Metrics,
+            Surface::Operator => matches!(route, Route::Metrics | Route::Health),
+        }
+    }
 }
 
 struct Inner {
@@ -159,6 +195,7 @@ struct Inner {
     limiter: RateLimiter,
     trusted_proxies: IpRanges,
     request_ids: RequestIds,
+    build: BuildInfo,
 }
 
 impl Route {
@@ -169,6 +206,7 @@ impl Route {
             HEALTH_PATH => Route::Health,
             METRICS_PATH => Route::Metrics,
             OPENAPI_PATH => Route::OpenApi,
+            INFO_PATH => Route::Info,
             _ => Route::Other,
         }
     }
@@ -203,7 +241,14 @@ impl App {
     where
         S: LedgerStore + OracleStore + Health + 'static,
     {
+        let metrics = Arc::new(Metrics::new());
+        metrics.build(&config.build);
         Self {
+            surface: if config.metrics_apart {
+                Surface::Public
+            } else {
+                Surface::All
+            },
             inner: Arc::new(Inner {
                 ledger: store.clone(),
                 oracle: store.clone(),
@@ -211,13 +256,23 @@ impl App {
                 export_permits: Arc::new(Semaphore::new(config.max_concurrent_exports)),
                 page_permits: Arc::new(Semaphore::new(config.max_concurrent_pages)),
                 read_health: health::ReadHealth::default(),
-                metrics: Arc::new(Metrics::new()),
+                metrics,
                 cors: config.cors,
                 page_cache: PageCache::new(config.page_cache_bytes),
                 limiter: RateLimiter::new(config.rate_limit, clock),
                 trusted_proxies: config.trusted_proxies,
                 request_ids: RequestIds::new(),
+                build: config.build,
             }),
+        }
+    }
+
+    /// The same service for the operator's listener: `/metrics` and `/health` only, sharing
+    /// this one's metrics and store.
+    pub fn operator(&self) -> App {
+        App {
+            inner: Arc::clone(&self.inner),
+            surface: Surface::Operator,
         }
     }
 
@@ -232,7 +287,9 @@ impl App {
     /// forwards when it is a trusted proxy.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body> {
         let started = Instant::now();
-        let route = Route::of(request.uri().path());
+        let route = Some(Route::of(request.uri().path()))
+            .filter(|route| self.surface.serves(*route))
+            .unwrap_or(Route::Other);
         let peer = request
             .extensions()
             .get::<Peer>()
@@ -307,6 +364,11 @@ impl App {
                 StatusCode::OK,
                 "application/json",
                 style.json(openapi::document()),
+            ),
+            (&Method::GET, Route::Info) => whole(
+                StatusCode::OK,
+                "application/json",
+                style.json(self.inner.build.json()),
             ),
             (_, Route::Export) => ApiError::MethodNotAllowed { allow: ALLOW_GET }
                 .into_response(ErrorShape::Stream, style),

@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use storage::ChainTip;
 
 use prometheus::{
-    Encoder as _, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder as _, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+use crate::BuildInfo;
 
 /// The routes requests are counted by: a closed set, so that arbitrary paths cannot grow the
 /// label space.
@@ -21,6 +23,7 @@ pub(crate) enum Route {
     Health,
     Metrics,
     OpenApi,
+    Info,
     Other,
 }
 
@@ -32,6 +35,7 @@ impl Route {
             Route::Health => "health",
             Route::Metrics => "metrics",
             Route::OpenApi => "openapi",
+            Route::Info => "info",
             Route::Other => "other",
         }
     }
@@ -92,6 +96,7 @@ pub struct Metrics {
     ingest_running: IntGauge,
     first_block: IntGauge,
     last_block: IntGauge,
+    build_info: IntGaugeVec,
     /// The totals last reported, so that counters advance by the difference.
     ingest_reported: [AtomicU64; 3],
 }
@@ -167,17 +172,35 @@ impl Metrics {
             "Vega time of the last block committed by the ingest in this process",
         )
         .expect("valid metric name");
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "datanode_build_info",
+                "1, labelled with the version and the git commit of the running server",
+            ),
+            &["version", "commit"],
+        )
+        .expect("valid metric");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
             Box::new(exports_aborted.clone()),
             Box::new(storage_failures.clone()),
             Box::new(ingest_last_vega_time.clone()),
+            Box::new(build_info.clone()),
         ] {
             registry
                 .register(collector)
                 .expect("metric registered once");
         }
+        // The standard process_* metrics (CPU seconds, resident and virtual memory, open and
+        // maximum file descriptors, start time, threads), read from /proc at each scrape: the
+        // collector exists on Linux only.
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("metric registered once");
         Metrics {
             requests,
             duration,
@@ -237,9 +260,17 @@ impl Metrics {
                 "datanode_last_block_height",
                 "Highest block height stored (0 while no block is stored)",
             ),
+            build_info,
             ingest_reported: Default::default(),
             registry,
         }
+    }
+
+    /// Sets `datanode_build_info` to 1 for `build`, as Prometheus's build_info convention has it.
+    pub(crate) fn build(&self, build: &BuildInfo) {
+        self.build_info
+            .with_label_values(&[build.version.as_str(), build.commit.as_str()])
+            .set(1);
     }
 
     /// Counts one answered request.

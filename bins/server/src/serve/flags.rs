@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
-use http_api::{AllowedOrigins, AppConfig, ServeConfig};
+use http_api::{AllowedOrigins, AppConfig, BuildInfo, ServeConfig};
 
 use super::limits::RateLimitArgs;
 
@@ -83,6 +83,19 @@ pub struct ServeArgs {
     #[arg(long, env = "DATANODE_GRACE_SECS",
           default_value_t = ServeConfig::default().grace.as_secs())]
     grace_secs: u64,
+    /// Serve /metrics (and /health) on this address instead of the public one, which then
+    /// answers /metrics with 404 [default: off; Vega's data node uses port 2112].
+    #[arg(long, env = "DATANODE_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Once the metrics address listens, write it and a newline to this file, atomically, as
+    /// --addr-file does for the public one.
+    #[arg(
+        long,
+        env = "DATANODE_METRICS_ADDR_FILE",
+        value_name = "PATH",
+        requires = "metrics_listen"
+    )]
+    pub metrics_addr_file: Option<PathBuf>,
     #[command(flatten)]
     rate_limit: RateLimitArgs,
 }
@@ -101,6 +114,11 @@ impl ServeArgs {
             max_concurrent_pages: self.max_pages,
             cors: AllowedOrigins::parse(&self.cors_origins),
             page_cache_bytes: self.page_cache_mib.saturating_mul(1 << 20),
+            build: BuildInfo {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                commit: crate::COMMIT.to_owned(),
+            },
+            metrics_apart: self.metrics_listen.is_some(),
             rate_limit: self.rate_limit.config(),
             trusted_proxies: self.rate_limit.trusted_proxies.clone(),
         }

@@ -13,6 +13,7 @@ pub fn server() -> Command {
     command
         .env_remove("DATANODE_DB")
         .env_remove("DATANODE_LISTEN")
+        .env_remove("DATANODE_CONFIG")
         .env("RUST_LOG", "info");
     command
 }

@@ -42,6 +42,7 @@ fn api_requests() -> Vec<(Method, String, StatusCode)> {
             "/api/v2/openapi.json".to_owned(),
             StatusCode::OK,
         ),
+        (Method::GET, "/api/v2/info".to_owned(), StatusCode::OK),
         (
             Method::GET,
             "/api/v2/nope".to_owned(),

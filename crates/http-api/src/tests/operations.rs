@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{Answer, FakeStore, PARTY, call_with, get, rows};
 use ledger_core::CSV_HEADER;
 
-use crate::{AllowedOrigins, App, AppConfig};
+use crate::{AllowedOrigins, App, AppConfig, BuildInfo};
 
 const EXPORT: &str = "/api/v2/ledgerentry/export";
 const ORACLE: &str = "/api/v2/oracle/data";
@@ -347,7 +347,7 @@ async fn openapi_document_describes_both_operations() {
     let paths = document["paths"].as_object().unwrap();
     let mut names: Vec<&str> = paths.keys().map(String::as_str).collect();
     names.sort_unstable();
-    assert_eq!(names, [EXPORT, ORACLE]);
+    assert_eq!(names, ["/api/v2/info", EXPORT, ORACLE]);
     // Every reference resolves within the document.
     let text = answer.text();
     for reference in text.split("\"$ref\": \"#/components/schemas/").skip(1) {
@@ -357,4 +357,107 @@ async fn openapi_document_describes_both_operations() {
             "dangling $ref {name}"
         );
     }
+}
+
+fn built(version: &str, commit: &str) -> AppConfig {
+    AppConfig {
+        build: BuildInfo {
+            version: version.to_owned(),
+            commit: commit.to_owned(),
+        },
+        ..AppConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn info_answers_the_version_and_commit_in_vegas_shape() {
+    let config = built("1.2.3", "0123456789ab");
+    let request = || Request::get("/api/v2/info").body(()).unwrap();
+    let answer = call_with(FakeStore::default(), config.clone(), request()).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.header("content-type"), "application/json");
+    assert_eq!(
+        answer.text(),
+        r#"{"version":"1.2.3","commitHash":"0123456789ab"}"#
+    );
+    let post = Request::post("/api/v2/info").body(()).unwrap();
+    let answer = call_with(FakeStore::default(), config, post).await;
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer.header("allow"), "GET, OPTIONS");
+}
+
+#[tokio::test]
+async fn metrics_carry_the_build_and_the_process() {
+    let app = App::new(
+        Arc::new(FakeStore::default()),
+        built("1.2.3", "0123456789ab"),
+    );
+    let (status, text) = through(&app, Request::get("/metrics").body(()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(text).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"datanode_build_info{commit="0123456789ab",version="1.2.3"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        let value = sample(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        assert!(value >= 0.0, "{name} {value}");
+    }
+    assert!(sample(&text, "process_resident_memory_bytes").unwrap() > 0.0);
+    assert!(sample(&text, "process_open_fds").unwrap() >= 1.0);
+}
+
+#[tokio::test]
+async fn metrics_apart_are_served_only_by_the_operator_service() {
+    let config = AppConfig {
+        metrics_apart: true,
+        ..AppConfig::default()
+    };
+    let public = App::new(Arc::new(FakeStore::default()), config);
+    let operator = public.operator();
+    let status = |app: &App, path: &str| {
+        let app = app.clone();
+        let request = Request::get(path).body(()).unwrap();
+        async move { through(&app, request).await.0 }
+    };
+    for (path, on_public, on_operator) in [
+        ("/metrics", StatusCode::NOT_FOUND, StatusCode::OK),
+        ("/health", StatusCode::OK, StatusCode::OK),
+        ("/api/v2/info", StatusCode::OK, StatusCode::NOT_FOUND),
+        (ORACLE, StatusCode::OK, StatusCode::NOT_FOUND),
+        (
+            "/api/v2/openapi.json",
+            StatusCode::OK,
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        assert_eq!(status(&public, path).await, on_public, "public {path}");
+        assert_eq!(
+            status(&operator, path).await,
+            on_operator,
+            "operator {path}"
+        );
+    }
+    // One registry: the operator's scrape counts the public service's requests.
+    let (_, text) = through(&operator, Request::get("/metrics").body(()).unwrap()).await;
+    let text = String::from_utf8(text).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"datanode_http_requests_total{route="oracle_data",status="200"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
 }
