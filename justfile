@@ -16,6 +16,10 @@ lint:
 ci:
     .ci/run
 
+# The Debian package (target/debian/*.deb), built and checked as CI does.
+package:
+    .ci/package
+
 # Micro-benchmarks (criterion) of the hot code.
 micro:
     cargo bench --workspace

@@ -32,10 +32,10 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 mod tip;
+mod tls;
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::{Client, Config, GenericClient, Statement};
@@ -324,7 +324,8 @@ pub(crate) struct Manager {
 
 impl Manager {
     fn new(url: &str, wait: Duration) -> Result<Self, Error> {
-        let mut config = Config::from_str(url).map_err(|err| {
+        let tls = tls::Tls::from_url(url)?;
+        let mut config = Config::from_str(&tls.url).map_err(|err| {
             Error::Incompatible(format!("invalid PostgreSQL URL {}: {err}", redact(url)))
         })?;
         if config.get_application_name().is_none() {
@@ -335,7 +336,7 @@ impl Manager {
         }
         Ok(Self {
             config,
-            tls: tls_connector()?,
+            tls: tls.connector,
         })
     }
 
@@ -365,70 +366,6 @@ impl r2d2::ManageConnection for Manager {
 
     fn has_broken(&self, conn: &mut PgConn) -> bool {
         conn.broken || conn.client.is_closed()
-    }
-}
-
-/// TLS for `sslmode=prefer|require`, as libpq does them: the connection is encrypted, and the
-/// server's certificate is not checked against a certificate authority (libpq checks it only for
-/// `verify-ca`/`verify-full`, which this client does not offer). The handshake's signatures are
-/// still verified, with rustls on the `ring` provider (pure Rust and assembly, no OpenSSL).
-fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|err| Error::Internal(Box::new(err)))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
-/// libpq's `sslmode=require`: any certificate, but a handshake signed by its key.
-#[derive(Debug)]
-struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

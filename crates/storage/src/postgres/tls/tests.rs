@@ -1,0 +1,430 @@
+//! `sslmode` and `sslrootcert` as libpq reads them: the URL rewriting, the root certificate
+//! file's errors, and the checks themselves against a PostgreSQL server of the test's own,
+//! started with `ssl=on` and a certificate made here.
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
+
+use super::{Check, Tls, split};
+use crate::Error;
+use crate::postgres::Manager;
+
+#[track_caller]
+fn check(url: &str, expected_url: &str, expected_check: Check) {
+    let (rewritten, check) = split(url).unwrap();
+    assert_eq!(
+        (rewritten.as_str(), check),
+        (expected_url, expected_check),
+        "{url}"
+    );
+}
+
+#[test]
+fn sslmode_and_sslrootcert_become_require_and_a_verifier() {
+    let base = "postgres://ada:pw@db:5432/ledger";
+    check(base, base, Check::Nothing);
+    check(
+        &format!("{base}?sslmode=disable"),
+        &format!("{base}?sslmode=disable"),
+        Check::Nothing,
+    );
+    check(
+        &format!("{base}?sslmode=prefer"),
+        &format!("{base}?sslmode=prefer"),
+        Check::Nothing,
+    );
+    check(
+        &format!("{base}?sslmode=require"),
+        &format!("{base}?sslmode=require"),
+        Check::Nothing,
+    );
+    check(
+        &format!(
+            "{base}?application_name=x&sslmode=verify-ca&sslrootcert=/etc/ca.pem&connect_timeout=3"
+        ),
+        &format!("{base}?application_name=x&connect_timeout=3&sslmode=require"),
+        Check::Chain("/etc/ca.pem".into()),
+    );
+    check(
+        &format!("{base}?sslrootcert=/a%20b/ca.pem&sslmode=verify-full"),
+        &format!("{base}?sslmode=require"),
+        Check::ChainAndName("/a b/ca.pem".into()),
+    );
+    // libpq's compatibility rule: `require` with a root certificate file checks the chain.
+    check(
+        &format!("{base}?sslmode=require&sslrootcert=ca.pem"),
+        &format!("{base}?sslmode=require"),
+        Check::Chain("ca.pem".into()),
+    );
+    // `prefer` may fall back to plain text, so checking the certificate would protect nothing.
+    check(&format!("{base}?sslrootcert=ca.pem"), base, Check::Nothing);
+    // The last value counts.
+    check(
+        &format!("{base}?sslmode=verify-full&sslmode=verify-ca&sslrootcert=a&sslrootcert=b"),
+        &format!("{base}?sslmode=require"),
+        Check::Chain("b".into()),
+    );
+}
+
+#[test]
+fn verify_modes_default_to_libpq_root_crt() {
+    let Some(home) = std::env::var_os("HOME") else {
+        return;
+    };
+    let expected = Path::new(&home).join(".postgresql/root.crt");
+    check(
+        "postgres://db/x?sslmode=verify-ca",
+        "postgres://db/x?sslmode=require",
+        Check::Chain(expected.clone()),
+    );
+    check(
+        "postgres://db/x?sslmode=verify-full",
+        "postgres://db/x?sslmode=require",
+        Check::ChainAndName(expected),
+    );
+}
+
+#[track_caller]
+fn refused(url: &str, expected: &str) {
+    match Tls::from_url(url) {
+        Err(Error::Incompatible(message)) => assert!(message.contains(expected), "{message}"),
+        Err(err) => panic!("{url}: {err:?}"),
+        Ok(_) => panic!("{url}: accepted"),
+    }
+}
+
+#[test]
+fn bad_tls_parameters_are_refused_naming_them() {
+    refused("postgres://db/x?sslmode=allow", "invalid sslmode \"allow\"");
+    refused("postgres://db/x?sslmode=VERIFY-FULL", "invalid sslmode");
+    refused(
+        "postgres://a:s3cret@db/x?sslmode=verify-ca&sslrootcert=system",
+        "sslrootcert=system",
+    );
+    // The password is never part of a message.
+    let Err(err) = Tls::from_url("postgres://a:s3cret@db/x?sslmode=nope") else {
+        panic!("accepted");
+    };
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    refused(
+        "postgres://db/x?sslmode=verify-ca&sslrootcert=%FF",
+        "sslrootcert is not UTF-8",
+    );
+}
+
+#[test]
+fn a_missing_or_unusable_root_certificate_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pem");
+    refused(
+        &format!(
+            "postgres://db/x?sslmode=verify-full&sslrootcert={}",
+            missing.display()
+        ),
+        &format!("cannot use sslrootcert file {}", missing.display()),
+    );
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    refused(
+        &format!(
+            "postgres://db/x?sslmode=verify-ca&sslrootcert={}",
+            empty.display()
+        ),
+        &format!(
+            "cannot use sslrootcert file {}: no usable CA certificate",
+            empty.display()
+        ),
+    );
+    refused(
+        &format!(
+            "postgres://db/x?sslmode=require&sslrootcert={}",
+            missing.display()
+        ),
+        "cannot use sslrootcert file",
+    );
+    // Modes that check nothing read no file.
+    assert!(Tls::from_url("postgres://db/x?sslmode=require").is_ok());
+}
+
+/// A certificate authority made for the test.
+struct Authority {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Authority {
+    fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Self { issuer }
+    }
+
+    /// A server certificate for `host` and its private key, both PEM.
+    fn server(&self, host: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![host.to_owned()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// Writes the authority's certificate to `dir/file`.
+    fn write(&self, dir: &Path, file: &str) -> PathBuf {
+        let path = dir.join(file);
+        std::fs::write(&path, self.issuer.pem()).unwrap();
+        path
+    }
+}
+
+/// Set to skip the tests that start a PostgreSQL server of their own, on a machine without
+/// PostgreSQL's server programs; without it, such a machine fails them.
+const NO_SERVER_VAR: &str = "DATANODE_TEST_NO_PG_SERVER";
+/// The directory of PostgreSQL's server programs (`initdb`, `pg_ctl`); by default the newest
+/// `/usr/lib/postgresql/*/bin`, where Debian installs them.
+const BIN_VAR: &str = "DATANODE_TEST_PG_BIN";
+
+/// A PostgreSQL server of the test's own, on a free loopback port, with TLS on; stopped and
+/// its directory removed when dropped.
+struct ThrowawayServer {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    /// True when the test runs as root: initdb refuses root, so the server runs as `postgres`.
+    as_postgres: bool,
+}
+
+impl ThrowawayServer {
+    /// Starts one presenting `cert` and `key` (PEM); `None` when PostgreSQL is missing and
+    /// [`NO_SERVER_VAR`] is set.
+    fn start(cert: &str, key: &str) -> Option<Self> {
+        let Some(bin) = server_programs() else {
+            assert!(
+                std::env::var_os(NO_SERVER_VAR).is_some(),
+                "PostgreSQL's initdb and pg_ctl were not found (in {BIN_VAR} or \
+                 /usr/lib/postgresql/*/bin): install PostgreSQL, or set {NO_SERVER_VAR}=1 to \
+                 skip the TLS tests that need them"
+            );
+            eprintln!("skipped: no PostgreSQL server programs and {NO_SERVER_VAR} is set");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let as_postgres = dir.path().metadata().unwrap().uid() == 0;
+        std::fs::write(dir.path().join("server.crt"), cert).unwrap();
+        let key_path = dir.path().join("server.key");
+        std::fs::File::create(&key_path)
+            .unwrap()
+            .write_all(key.as_bytes())
+            .unwrap();
+        // PostgreSQL refuses a key file that others may read.
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if as_postgres {
+            run(Command::new("chown")
+                .arg("-R")
+                .arg("postgres:")
+                .arg(dir.path()));
+        }
+        let server = Self {
+            bin,
+            port: free_port(),
+            dir,
+            as_postgres,
+        };
+        let data = server.dir.path().join("data");
+        run(server
+            .command("initdb")
+            .args([
+                "--auth=trust",
+                "--username=postgres",
+                "--no-sync",
+                "--no-instructions",
+                "-D",
+            ])
+            .arg(&data));
+        let dir = server.dir.path().display();
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={dir} \
+             -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key \
+             -c fsync=off",
+            server.port
+        );
+        // `-w` returns once the server accepts connections: no polling here.
+        let started = server
+            .command("pg_ctl")
+            .args(["start", "-w", "-t", "60", "-D"])
+            .arg(&data)
+            .arg("-l")
+            .arg(server.dir.path().join("log"))
+            .args(["-o", &options])
+            .output()
+            .unwrap();
+        if !started.status.success() {
+            let log = std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default();
+            panic!(
+                "pg_ctl start failed: {}\n{log}",
+                String::from_utf8_lossy(&started.stderr)
+            );
+        }
+        Some(server)
+    }
+
+    /// A command running one of PostgreSQL's programs as the server's user.
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        }
+    }
+
+    /// A URL for `host` (the name checked against the certificate), connecting to this server.
+    fn url(&self, host: &str, params: &str) -> String {
+        format!(
+            "postgres://postgres@{host}:{}/postgres?hostaddr=127.0.0.1&{params}",
+            self.port
+        )
+    }
+}
+
+impl Drop for ThrowawayServer {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args(["stop", "-m", "immediate", "-w", "-D"])
+            .arg(self.dir.path().join("data"))
+            .output();
+    }
+}
+
+/// The directory holding `initdb` and `pg_ctl`, if any.
+fn server_programs() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os(BIN_VAR) {
+        return Some(PathBuf::from(bin));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// A loopback port free now (the server binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[track_caller]
+fn run(command: &mut Command) {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Connects with `url` and tells whether the connection is encrypted, or the error's chain.
+fn connect(url: &str) -> Result<bool, String> {
+    let chain = |err: &dyn std::error::Error| {
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    };
+    let manager = Manager::new(url, Duration::from_secs(30)).map_err(|err| chain(&err))?;
+    let mut client = manager.connect().map_err(|err| chain(&err))?;
+    let row = client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    Ok(row.get(0))
+}
+
+#[test]
+fn verify_ca_and_verify_full_check_the_server_certificate() {
+    let authority = Authority::new("test authority");
+    let stranger = Authority::new("another authority");
+    let (cert, key) = authority.server("db.test");
+    let Some(server) = ThrowawayServer::start(&cert, &key) else {
+        return;
+    };
+    let ca = authority.write(server.dir.path(), "ca.pem");
+    let wrong_ca = stranger.write(server.dir.path(), "wrong-ca.pem");
+    let (ca, wrong_ca) = (ca.display(), wrong_ca.display());
+
+    #[track_caller]
+    fn connects(url: String) {
+        assert_eq!(connect(&url), Ok(true), "{url}");
+    }
+    #[track_caller]
+    fn refused(url: String, expected: &str) {
+        match connect(&url) {
+            Err(err) => assert!(err.contains(expected), "{url}: {err}"),
+            Ok(_) => panic!("{url}: connected"),
+        }
+    }
+    connects(server.url("db.test", &format!("sslmode=verify-full&sslrootcert={ca}")));
+    refused(
+        server.url(
+            "other.test",
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        ),
+        "certificate not valid for name \"other.test\"",
+    );
+    refused(
+        server.url(
+            "db.test",
+            &format!("sslmode=verify-full&sslrootcert={wrong_ca}"),
+        ),
+        "UnknownIssuer",
+    );
+    connects(server.url("other.test", &format!("sslmode=verify-ca&sslrootcert={ca}")));
+    refused(
+        server.url(
+            "db.test",
+            &format!("sslmode=verify-ca&sslrootcert={wrong_ca}"),
+        ),
+        "UnknownIssuer",
+    );
+    // `require` as before: any certificate; with a root certificate file, as `verify-ca`.
+    connects(server.url("other.test", "sslmode=require"));
+    refused(
+        server.url(
+            "db.test",
+            &format!("sslmode=require&sslrootcert={wrong_ca}"),
+        ),
+        "UnknownIssuer",
+    );
+    assert_eq!(
+        connect(&server.url("db.test", "sslmode=disable")),
+        Ok(false)
+    );
+}
