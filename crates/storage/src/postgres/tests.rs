@@ -3,6 +3,7 @@
 //! connections. Each test has a database of its own (see `testing.rs`) and skips without
 //! `DATANODE_TEST_PG`.
 
+mod fixtures;
 mod segments;
 
 use postgres::Client;

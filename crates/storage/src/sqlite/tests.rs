@@ -1,6 +1,8 @@
 //! The backend-neutral suite run on SQLite, and what only SQLite has: the file, its schema
 //! version and its journal mode.
 
+mod fixtures;
+
 use rusqlite::Connection;
 use tempfile::TempDir;
 
