@@ -12,6 +12,10 @@
 //! page next=<bool> previous=<bool> start=<cursor> end=<cursor>
 //! == oracle spec <spec hex>
 //! <the same, for the data matched to that spec>
+//! == chain
+//! chain=<id> first=<height>@<vega time> last=<height>@<vega time>   as the writer finds it
+//! == blocks <height>
+//! height=<h> seq_base=<n> hash=<hash> vega_time=<t> last_seq=<n>   one line per stored block
 //! ```
 //!
 //! The questions are the file's own header lines, so the file says what is asked as well as
@@ -25,7 +29,7 @@ use ledger_core::{ExportFilter, OracleSpecId, PartyId, TimeRange};
 use oracle_core::{Page, PageRequest, PaginationParams};
 
 use super::{Store, split_lines};
-use crate::{ExportSink, OraclePage};
+use crate::{BlockTime, ExportSink, IngestWriter, OraclePage};
 
 /// The committed fixtures and their answers.
 pub(crate) fn fixture(name: &str) -> PathBuf {
@@ -34,11 +38,11 @@ pub(crate) fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Asks `store` every question of the answers file `name` and asserts that it answers each
-/// byte for byte as written there. On a difference, the store's answers are written to a
-/// temporary file named in the failure, to compare and review.
+/// Asks `store` and its `writer` every question of the answers file `name` and asserts that
+/// they answer each byte for byte as written there. On a difference, the answers are written
+/// to a temporary file named in the failure, to compare and review.
 #[track_caller]
-pub(crate) fn check_answers(store: &impl Store, name: &str) {
+pub(crate) fn check_answers(store: &impl Store, writer: &mut dyn IngestWriter, name: &str) {
     let expected = std::fs::read(fixture(name)).unwrap();
     let questions: Vec<&str> = expected
         .split(|b| *b == b'\n')
@@ -49,7 +53,7 @@ pub(crate) fn check_answers(store: &impl Store, name: &str) {
     let mut answers = Vec::new();
     for question in questions {
         writeln!(answers, "== {question}").unwrap();
-        answer(store, question, &mut answers);
+        answer(store, writer, question, &mut answers);
     }
     if answers != expected {
         let (mut file, actual) = tempfile::Builder::new()
@@ -69,11 +73,13 @@ pub(crate) fn check_answers(store: &impl Store, name: &str) {
 }
 
 /// Appends the store's answer to one question (a section header without its `== `).
-fn answer(store: &impl Store, question: &str, out: &mut Vec<u8>) {
+fn answer(store: &impl Store, writer: &mut dyn IngestWriter, question: &str, out: &mut Vec<u8>) {
     match question.split(' ').collect::<Vec<_>>()[..] {
         ["export", party] => export(store, party.parse().unwrap(), out),
         ["oracle"] => oracle(store, None, out),
         ["oracle", "spec", spec] => oracle(store, Some(spec.parse().unwrap()), out),
+        ["chain"] => chain(writer, out),
+        ["blocks", height] => blocks(writer, height.parse().unwrap(), out),
         _ => panic!("unknown question {question:?}"),
     }
 }
@@ -138,4 +144,32 @@ fn oracle(store: &impl Store, spec: Option<OracleSpecId>, out: &mut Vec<u8>) {
         info.end_cursor.as_str()
     )
     .unwrap();
+}
+
+/// What an ingest resuming on the store starts from.
+fn chain(writer: &mut dyn IngestWriter, out: &mut Vec<u8>) {
+    let chain = writer.chain().unwrap();
+    let block = |block: Option<BlockTime>| match block {
+        Some(BlockTime { height, vega_time }) => format!("{height}@{vega_time:?}"),
+        None => "none".to_owned(),
+    };
+    writeln!(
+        out,
+        "chain={:?} first={} last={}",
+        chain.chain_id,
+        block(chain.first),
+        block(chain.last)
+    )
+    .unwrap();
+}
+
+fn blocks(writer: &mut dyn IngestWriter, height: u64, out: &mut Vec<u8>) {
+    for block in writer.blocks(height).unwrap() {
+        writeln!(
+            out,
+            "height={} seq_base={} hash={:?} vega_time={:?} last_seq={}",
+            block.height, block.seq_base, block.hash, block.state.vega_time, block.state.last_seq
+        )
+        .unwrap();
+    }
 }

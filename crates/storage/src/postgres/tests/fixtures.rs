@@ -90,7 +90,7 @@ fn answers_as_it_did(test: &str, name: &str, answers: &str) {
     };
     PgStore::migrate(db.url()).unwrap();
     let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
-    check_answers(&store, answers);
+    check_answers(&store, &mut PgStore::writer(db.url()).unwrap(), answers);
 }
 
 #[test]

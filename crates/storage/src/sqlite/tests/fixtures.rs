@@ -44,7 +44,7 @@ fn answers_as_it_did(name: &str, answers: &str) {
     let (_dir, path) = temp_copy(name);
     let store = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
     store.check().unwrap();
-    check_answers(&store, answers);
+    check_answers(&store, &mut store.writer().unwrap(), answers);
     assert_opened_at(&path);
 }
 
