@@ -6,6 +6,7 @@
 //! and PostgreSQL run the very same checks.
 
 mod export;
+pub(crate) mod golden;
 mod oracle;
 mod writer;
 

@@ -1,6 +1,8 @@
 //! The backend-neutral suite run on SQLite, and what only SQLite has: the file, its schema
 //! version and its journal mode.
 
+mod fixtures;
+
 use rusqlite::Connection;
 use tempfile::TempDir;
 
@@ -300,9 +302,10 @@ fn a_new_database_records_this_programs_row_format() {
 #[test]
 fn databases_of_row_formats_2_and_3_are_refused_and_left_as_they_are() {
     // As earlier versions left them: schema 3 in row format 2 (which migration 4 relabelled 3
-    // before `vega_time` changed form), and schema 4 and 5 in row format 3, with one row of
-    // the old form each.
-    for (schema, format) in [(3, 2), (4, 3), (5, 3)] {
+    // before `vega_time` changed form), and schema 4 in row format 3, with one row of the old
+    // form each. Rebuilt, since no file of those versions is kept; schema 5 in row format 3 is
+    // a committed fixture (`fixtures.rs`).
+    for (schema, format) in [(3, 2), (4, 3)] {
         let (_temp, path) = TempStore::with_one_row();
         Connection::open(&path)
             .unwrap()
@@ -324,6 +327,9 @@ fn databases_of_row_formats_2_and_3_are_refused_and_left_as_they_are() {
     }
 }
 
+/// Rebuilt, not a fixture: every database that a version of schema 4 wrote holds row format 3
+/// and is refused before any migration, so migration 5 only ever copies segments of a file
+/// labelled with today's format, as this one.
 #[test]
 fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
     let (_temp, path) = TempStore::with_one_row();

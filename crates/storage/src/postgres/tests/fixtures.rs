@@ -1,0 +1,113 @@
+//! The committed PostgreSQL fixtures (`tests/fixtures/`, see its README): plain-SQL dumps of
+//! databases that released versions of this program wrote, loaded into a test database of
+//! their own and opened by today's code as `server migrate`, `server ingest` and `serve` open
+//! them. Migrations and refusals are tested on them, not on schemas rebuilt from today's
+//! migration list.
+
+use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
+use crate::postgres::{PgConfig, PgStore};
+use crate::suite::golden::{check_answers, fixture};
+
+/// A new test database holding the dump `name`, or `None` when the test skips.
+fn load(test: &str, name: &str) -> Option<TestDatabase> {
+    let db = TestDatabase::create(test)?;
+    // pg_dump 15.14 and later bracket a dump with `\restrict KEY` and `\unrestrict KEY`,
+    // meta-commands that psql alone knows; the rest is plain SQL (the data as INSERTs, see the
+    // README: COPY … FROM stdin cannot be sent as a query string).
+    let sql: String = std::fs::read_to_string(fixture(name))
+        .unwrap()
+        .lines()
+        .filter(|line| !line.starts_with("\\restrict ") && !line.starts_with("\\unrestrict "))
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    db.client().batch_execute(&sql).unwrap();
+    Some(db)
+}
+
+/// Everything a refusal must leave as it was: every column and index of the schema, then every
+/// table's rows as text, in order.
+fn contents(db: &TestDatabase) -> Vec<String> {
+    let mut client = db.client();
+    let mut contents: Vec<String> = client
+        .query(
+            "SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable \
+             FROM information_schema.columns WHERE table_schema = 'public' \
+             UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let tables: Vec<String> = client
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    for table in tables {
+        let rows: String = client
+            .query_one(
+                &format!(
+                    "SELECT '{table}: ' || coalesce(string_agg(t::text, ' ' ORDER BY t::text), '') \
+                     FROM public.{table} t"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        contents.push(rows);
+    }
+    contents
+}
+
+/// The fixture `name`, of schema version `schema` and row format `format`, is refused by
+/// `server migrate`, the writer and a serving store with the advice to re-ingest, and left as
+/// it was.
+fn refused_and_left_as_it_is(test: &str, name: &str, schema: u32, format: u32) {
+    let Some(db) = load(test, name) else {
+        return;
+    };
+    let before = contents(&db);
+    let recorded = format!(
+        "schema_info: (created_by,{CREATED_BY}) (row_format,{format}) (schema_version,{schema})"
+    );
+    assert!(before.contains(&recorded), "{name}: {before:?}");
+    refused_by_every_opener(db.url(), &format!("rows in format {format}"));
+    refused_by_every_opener(db.url(), "re-ingest");
+    assert!(contents(&db) == before, "{name} was changed");
+}
+
+/// The fixture `name`, migrated as `server migrate` does, answers as written in the answers file
+/// `answers`: the same file as SQLite's fixture of the same stream and format, so that both
+/// backends answer byte for byte alike.
+fn answers_as_it_did(test: &str, name: &str, answers: &str) {
+    let Some(db) = load(test, name) else {
+        return;
+    };
+    PgStore::migrate(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    check_answers(&store, &mut PgStore::writer(db.url()).unwrap(), answers);
+}
+
+#[test]
+fn a_database_of_schema_5_in_row_format_3_is_refused_and_left_as_it_is() {
+    refused_and_left_as_it_is(
+        "a_database_of_schema_5_in_row_format_3",
+        "schema5-format3.pg.sql",
+        5,
+        3,
+    );
+}
+
+#[test]
+fn a_database_of_schema_6_in_row_format_4_answers_as_it_did() {
+    answers_as_it_did(
+        "a_database_of_schema_6_in_row_format_4",
+        "schema6-format4.pg.sql",
+        "format4.answers",
+    );
+}

@@ -1,0 +1,69 @@
+//! The committed SQLite fixtures (`tests/fixtures/`, see its README): files that released
+//! versions of this program wrote, opened by today's code on a temporary copy. Migrations and
+//! refusals are tested on them, not on schemas rebuilt from today's migration list, so an edited
+//! old migration or a changed reading of an old format shows here.
+
+use std::path::{Path, PathBuf};
+
+use tempfile::TempDir;
+
+use super::files;
+use crate::sqlite::{SqliteConfig, SqliteStore};
+use crate::suite::golden::{check_answers, fixture};
+use crate::{Error, Health};
+
+/// A copy of the fixture `name` in a temporary directory of its own, and the copy's path.
+fn temp_copy(name: &str) -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::copy(fixture(name), &path).unwrap();
+    (dir, path)
+}
+
+/// Opening the fixture `name`, whose rows are of row format `format`, is refused with the advice
+/// to re-ingest, and leaves every file of its directory byte for byte as it was (no WAL left
+/// behind either).
+#[track_caller]
+fn refused_and_left_as_it_is(name: &str, format: u32) {
+    let (dir, path) = temp_copy(name);
+    let before = files(dir.path());
+    match SqliteStore::open(&path, SqliteConfig::default()) {
+        Err(Error::Incompatible(message)) => assert!(
+            message.contains(&format!("rows in format {format}")) && message.contains("re-ingest"),
+            "{message}"
+        ),
+        other => panic!("expected Error::Incompatible, got {other:?}"),
+    }
+    assert!(files(dir.path()) == before, "{name} was changed");
+}
+
+/// Opens a copy of the fixture `name` (migrating it, as every open does) and checks its answers
+/// against the answers file `answers`.
+#[track_caller]
+fn answers_as_it_did(name: &str, answers: &str) {
+    let (_dir, path) = temp_copy(name);
+    let store = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+    store.check().unwrap();
+    check_answers(&store, &mut store.writer().unwrap(), answers);
+    assert_opened_at(&path);
+}
+
+/// The file at `path` is at this program's schema version.
+#[track_caller]
+fn assert_opened_at(path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    assert_eq!(
+        super::pragma::<i64>(&conn, "user_version"),
+        super::MIGRATIONS.len() as i64
+    );
+}
+
+#[test]
+fn a_database_of_schema_5_in_row_format_3_is_refused_and_left_as_it_is() {
+    refused_and_left_as_it_is("schema5-format3.sqlite", 3);
+}
+
+#[test]
+fn a_database_of_schema_6_in_row_format_4_answers_as_it_did() {
+    answers_as_it_did("schema6-format4.sqlite", "format4.answers");
+}
