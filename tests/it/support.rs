@@ -45,15 +45,16 @@ enum Place {
     Postgres(TestDatabase),
 }
 
-/// The variable that runs the suite on PostgreSQL: `DATANODE_IT_BACKEND=postgres` (with
-/// `DATANODE_TEST_PG` naming the server); anything else, or nothing, is SQLite.
+/// The variable that runs the suite on PostgreSQL: `DATANODE_IT_BACKEND=postgres` (on the
+/// server `DATANODE_TEST_PG` names, by default the local one); anything else, or nothing, is
+/// SQLite.
 const BACKEND_VAR: &str = "DATANODE_IT_BACKEND";
 
 impl Place {
     fn new() -> Place {
         if std::env::var(BACKEND_VAR).as_deref() == Ok("postgres") {
             let db = TestDatabase::create("it")
-                .unwrap_or_else(|| panic!("{BACKEND_VAR}=postgres needs DATANODE_TEST_PG"));
+                .unwrap_or_else(|| panic!("{BACKEND_VAR}=postgres, but DATANODE_TEST_PG=skip"));
             return Place::Postgres(db);
         }
         Place::Sqlite(tempfile::tempdir().expect("temp dir"))

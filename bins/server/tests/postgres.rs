@@ -1,8 +1,9 @@
 //! The `server` binary on PostgreSQL: `migrate` run twice at once, `serve` refusing an
 //! unmigrated database, a second ingest refused, `kill -9` during an ingest then resume, two
 //! servers over one database answering alike (and as SQLite does), connections killed under a
-//! server, and passwords kept out of messages. Each test has a database of its own and skips
-//! without `DATANODE_TEST_PG`.
+//! server, and passwords kept out of messages. Each test has a database of its own on the
+//! server `DATANODE_TEST_PG` names (the local one by default), and skips only with
+//! `DATANODE_TEST_PG=skip`.
 
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used)]

@@ -1,9 +1,11 @@
 //! Throw-away databases for tests that need PostgreSQL, shared by the storage, binary and
 //! end-to-end tests.
 //!
-//! `DATANODE_TEST_PG` names a server and a database to connect to for administration (e.g.
-//! `postgres://postgres@127.0.0.1:5432/postgres`). Without it a test prints that it skipped and
-//! passes; under CI (`CI=true`) a missing variable or a server that cannot be reached fails it.
+//! `DATANODE_TEST_PG` names a server and a database to connect to for administration; without
+//! it the tests use [`DEFAULT_TEST_PG`], the server every development machine of this project
+//! runs. A server that cannot be reached fails the test, naming the opt-out: a test that cannot
+//! run must not pass silently. `DATANODE_TEST_PG=skip` skips them, printing so (refused under
+//! CI, `CI=true`).
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -12,6 +14,13 @@ use postgres::{Client, NoTls};
 
 /// The variable naming the test server.
 pub const TEST_PG_VAR: &str = "DATANODE_TEST_PG";
+
+/// The test server when [`TEST_PG_VAR`] is not set: PostgreSQL on this machine, trusting local
+/// connections, as on every development and CI machine of this project.
+pub const DEFAULT_TEST_PG: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// The value of [`TEST_PG_VAR`] that skips the PostgreSQL tests.
+pub const SKIP: &str = "skip";
 
 /// Prefix of every database the tests create; `<prefix><pid>_<n>`.
 const PREFIX: &str = "datanode_test_";
@@ -26,21 +35,22 @@ pub struct TestDatabase {
 }
 
 impl TestDatabase {
-    /// A new empty database, or `None` (after printing why) when no test server is configured.
+    /// A new empty database, or `None` (after printing why) when `DATANODE_TEST_PG=skip`.
     ///
     /// # Panics
     ///
-    /// When the server cannot be reached or the database not created while `DATANODE_TEST_PG`
-    /// is set, or when it is not set under CI.
+    /// When the server cannot be reached or the database not created, naming the opt-out, or
+    /// when the tests are skipped under CI.
     pub fn create(test: &str) -> Option<TestDatabase> {
-        let Ok(admin_url) = std::env::var(TEST_PG_VAR) else {
+        let admin_url = std::env::var(TEST_PG_VAR).unwrap_or_else(|_| DEFAULT_TEST_PG.to_owned());
+        if admin_url == SKIP {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
-                "{TEST_PG_VAR} must be set under CI"
+                "{TEST_PG_VAR}={SKIP}: the PostgreSQL tests may not be skipped under CI"
             );
-            eprintln!("{test}: skipped ({TEST_PG_VAR} is not set)");
+            eprintln!("{test}: SKIPPED ({TEST_PG_VAR}={SKIP}): the PostgreSQL backend is untested");
             return None;
-        };
+        }
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "{PREFIX}{}_{}",
@@ -99,8 +109,13 @@ impl Drop for TestDatabase {
 }
 
 fn admin(url: &str) -> Client {
-    Client::connect(url, NoTls)
-        .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", crate::redact(url)))
+    Client::connect(url, NoTls).unwrap_or_else(|err| {
+        panic!(
+            "cannot connect to the test PostgreSQL at {} ({err}): start it, name another with \
+             {TEST_PG_VAR}=URL, or skip the PostgreSQL tests with {TEST_PG_VAR}={SKIP}",
+            crate::redact(url)
+        )
+    })
 }
 
 /// Drops the databases left by test processes that no longer run (killed before their guards

@@ -1,7 +1,7 @@
 //! The backend-neutral suite run on PostgreSQL, and what only PostgreSQL has: the migration
 //! lock, the ingest lock, a serving process that never writes, a read-only role, killed
-//! connections. Each test has a database of its own (see `testing.rs`) and skips without
-//! `DATANODE_TEST_PG`.
+//! connections. Each test has a database of its own (see `testing.rs`: the local server by
+//! default, skipped only with `DATANODE_TEST_PG=skip`).
 
 mod fixtures;
 mod segments;
