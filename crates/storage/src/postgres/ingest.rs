@@ -17,9 +17,8 @@ use postgres::{Client, GenericClient, Transaction};
 use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use crate::segment::{Line, LineKey};
-use crate::{
-    BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter, OracleRow,
-};
+use crate::tip;
+use crate::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, OracleRow};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
@@ -181,54 +180,28 @@ fn merged_blocks(blocks: &[BlockRecord]) -> Result<Vec<BlockRow>, Error> {
 
 /// Records the chain id when none is stored; refuses another one.
 fn record_chain(tx: &mut Transaction<'_>, chain_id: &str) -> Result<(), Error> {
-    match stored_chain(tx)? {
-        None => tx
-            .execute(
-                "INSERT INTO schema_info (key, value) VALUES ('chain_id', $1)",
-                &[&chain_id],
-            )
-            .map(drop)
-            .map_err(map_err),
-        Some(stored) if stored == chain_id => Ok(()),
-        Some(stored) => Err(Error::OtherChain {
-            stored,
-            found: chain_id.to_owned(),
-        }),
-    }
-}
-
-/// The recorded chain id.
-fn stored_chain(client: &mut impl GenericClient) -> Result<Option<String>, Error> {
-    Ok(client
+    let stored = tx
         .query_opt("SELECT value FROM schema_info WHERE key = 'chain_id'", &[])
         .map_err(map_err)?
-        .map(|row| row.get(0)))
+        .map(|row| row.get(0));
+    if tip::must_record(stored, chain_id)? {
+        tx.execute(
+            "INSERT INTO schema_info (key, value) VALUES ('chain_id', $1)",
+            &[&chain_id],
+        )
+        .map_err(map_err)?;
+    }
+    Ok(())
 }
 
-/// The chain id and the first and last stored blocks (call it inside one snapshot).
+/// The chain id and the first and last stored blocks (one statement, so one snapshot).
 pub(super) fn chain_state(client: &mut impl GenericClient) -> Result<ChainState, Error> {
-    let mut block = |order: &str| -> Result<Option<BlockTime>, Error> {
-        Ok(client
-            .query_opt(
-                &format!(
-                    "SELECT height, vega_time FROM blocks \
-                     ORDER BY height {order}, seq_base {order} LIMIT 1"
-                ),
-                &[],
-            )
-            .map_err(map_err)?
-            .map(|row| BlockTime {
-                height: row.get::<_, i64>(0) as u64,
-                vega_time: row.get(1),
-            }))
-    };
-    let first = block("ASC")?;
-    let last = block("DESC")?;
-    Ok(ChainState {
-        chain_id: stored_chain(client)?,
-        first,
-        last,
-    })
+    let row = client.query_one(tip::CHAIN_SQL, &[]).map_err(map_err)?;
+    tip::chain_from_row(
+        row.get(0),
+        (row.get(1), row.get(2)),
+        (row.get(3), row.get(4)),
+    )
 }
 
 impl PgWriter {
@@ -369,10 +342,7 @@ fn store_blocks(tx: &mut Transaction<'_>, blocks: &[BlockRow], highest: i64) -> 
 
 impl IngestWriter for PgWriter {
     fn chain(&mut self) -> Result<ChainState, Error> {
-        let mut tx = self.client.transaction().map_err(map_err)?;
-        let state = chain_state(&mut tx)?;
-        tx.commit().map_err(map_err)?;
-        Ok(state)
+        chain_state(&mut self.client)
     }
 
     fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, Error> {

@@ -10,9 +10,9 @@ use rusqlite::{
 use super::checkpoint::Checkpoints;
 use super::{connect, map_err};
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
+use crate::tip;
 use crate::{
-    BlockRecord, BlockState, BlockTime, ChainState, Error, IngestBatch, IngestWriter, LedgerRow,
-    OracleRow,
+    BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
 };
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
@@ -374,54 +374,35 @@ fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Err
 
 /// Records the chain id when none is stored; refuses another one.
 fn record_chain(tx: &Transaction<'_>, chain_id: &str) -> Result<(), Error> {
-    match stored_chain(tx)? {
-        None => tx
-            .execute(
-                "INSERT INTO schema_info (key, value) VALUES ('chain_id', ?1)",
-                [chain_id],
-            )
-            .map(drop)
-            .map_err(map_err),
-        Some(stored) if stored == chain_id => Ok(()),
-        Some(stored) => Err(Error::OtherChain {
-            stored,
-            found: chain_id.to_owned(),
-        }),
-    }
-}
-
-/// The recorded chain id.
-fn stored_chain(conn: &Connection) -> Result<Option<String>, Error> {
-    conn.prepare_cached("SELECT value FROM schema_info WHERE key = 'chain_id'")
+    let stored = tx
+        .prepare_cached("SELECT value FROM schema_info WHERE key = 'chain_id'")
         .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)).optional())
-        .map_err(map_err)
+        .map_err(map_err)?;
+    if tip::must_record(stored, chain_id)? {
+        tx.execute(
+            "INSERT INTO schema_info (key, value) VALUES ('chain_id', ?1)",
+            [chain_id],
+        )
+        .map_err(map_err)?;
+    }
+    Ok(())
 }
 
-/// The chain id and the first and last stored blocks, read in one snapshot.
+/// The chain id and the first and last stored blocks, read in one snapshot (one statement).
 pub(super) fn chain_state(conn: &Connection) -> Result<ChainState, Error> {
-    let block = |order: &str| -> Result<Option<BlockTime>, Error> {
-        conn.prepare_cached(&format!(
-            "SELECT height, vega_time FROM blocks ORDER BY height {order}, seq_base {order} LIMIT 1"
-        ))
+    let row = conn
+        .prepare_cached(tip::CHAIN_SQL)
         .and_then(|mut stmt| {
             stmt.query_row([], |row| {
-                Ok(BlockTime {
-                    height: row.get::<_, i64>(0)? as u64,
-                    vega_time: row.get(1)?,
-                })
+                Ok((
+                    row.get(0)?,
+                    (row.get(1)?, row.get(2)?),
+                    (row.get(3)?, row.get(4)?),
+                ))
             })
-            .optional()
         })
-        .map_err(map_err)
-    };
-    let tx = conn.unchecked_transaction().map_err(map_err)?;
-    let state = ChainState {
-        chain_id: stored_chain(&tx)?,
-        first: block("ASC")?,
-        last: block("DESC")?,
-    };
-    tx.finish().map_err(map_err)?;
-    Ok(state)
+        .map_err(map_err)?;
+    tip::chain_from_row(row.0, row.1, row.2)
 }
 
 impl IngestWriter for SqliteWriter {
