@@ -9,7 +9,7 @@ use eventgen::{Format, GenerateConfig};
 use http_api::AppConfig;
 use ingest::{IngestOptions, Input, Socket};
 use sp_pair::PairSender;
-use storage::{AnyStore, SqliteConfig, SqliteStore};
+use storage::{SqliteConfig, SqliteStore};
 
 use crate::support::{Dataset, Server, get};
 
@@ -66,14 +66,8 @@ fn ndjson_buffer_file_and_socket_give_byte_identical_answers() {
     assert!(stats.skipped_events > 0, "{stats:?}");
 
     let from_ndjson = Server::start(dataset.store.clone(), AppConfig::default());
-    let from_buffer = Server::start(
-        Arc::new(AnyStore::Sqlite(from_buffer)),
-        AppConfig::default(),
-    );
-    let from_socket = Server::start(
-        Arc::new(AnyStore::Sqlite(from_socket)),
-        AppConfig::default(),
-    );
+    let from_buffer = Server::start(Arc::new(from_buffer), AppConfig::default());
+    let from_socket = Server::start(Arc::new(from_socket), AppConfig::default());
     let reference = &dataset.reference;
     let mut targets = Vec::new();
     for party in reference.parties() {

@@ -15,8 +15,9 @@ use std::time::Duration;
 use eventgen::{GenerateConfig, GenerateSummary};
 use http_api::{App, AppConfig, ServeConfig};
 use ingest::IngestOptions;
-use storage::postgres::testing::TestDatabase;
-use storage::{AnyStore, IngestWriter, PgConfig, PgStore, SqliteConfig, SqliteStore};
+use storage::{Backend, ReadStore, SqliteBackend, SqliteConfig, Store};
+use storage_postgres::{PgBackend, PgConfig};
+use testdb::TestDatabase;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
@@ -35,7 +36,7 @@ pub struct Dataset {
     /// The height after the last block: where a stream continuing it starts.
     pub end_height: u64,
     /// The store.
-    pub store: Arc<AnyStore>,
+    pub store: Arc<dyn Store>,
     place: Place,
 }
 
@@ -64,27 +65,17 @@ impl Place {
         dir.path().join("e2e.sqlite")
     }
 
-    /// The store's writer (creating the schema on first use).
-    fn writer(&self) -> Box<dyn IngestWriter> {
+    /// The store's backend.
+    fn backend(&self) -> Box<dyn Backend> {
         match self {
-            Place::Sqlite(dir) => Box::new(
-                SqliteStore::open(Self::sqlite_path(dir), SqliteConfig::default())
-                    .and_then(|store| store.writer())
-                    .expect("open writer"),
-            ),
-            Place::Postgres(db) => Box::new(PgStore::writer(db.url()).expect("open writer")),
-        }
-    }
-
-    fn store(&self) -> AnyStore {
-        match self {
-            Place::Sqlite(dir) => AnyStore::Sqlite(
-                SqliteStore::open(Self::sqlite_path(dir), SqliteConfig::default())
-                    .expect("open store"),
-            ),
-            Place::Postgres(db) => AnyStore::Postgres(
-                PgStore::open(db.url(), PgConfig::default()).expect("open store"),
-            ),
+            Place::Sqlite(dir) => Box::new(SqliteBackend {
+                path: Self::sqlite_path(dir),
+                config: SqliteConfig::default(),
+            }),
+            Place::Postgres(db) => Box::new(PgBackend {
+                url: db.url().to_owned(),
+                config: PgConfig::default(),
+            }),
         }
     }
 }
@@ -94,14 +85,17 @@ impl Dataset {
     pub fn build(config: GenerateConfig) -> Dataset {
         let place = Place::new();
         // The writer first: on PostgreSQL it creates the schema that opening a store checks.
-        drop(place.writer());
+        drop(place.backend().open_writer().expect("open writer"));
         let mut dataset = Dataset {
             config: config.clone(),
             summary: GenerateSummary::default(),
             reference: Reference::default(),
             stream: Vec::new(),
             end_height: config.start_height,
-            store: Arc::new(place.store()),
+            store: place
+                .backend()
+                .open_store(PgConfig::default().max_connections as usize)
+                .expect("open store"),
             place,
         };
         dataset.append(&config);
@@ -111,7 +105,7 @@ impl Dataset {
     /// Generates `config`'s stream, ingests it into the store and updates the model.
     pub fn append(&mut self, config: &GenerateConfig) {
         let stream = generate(config, &mut self.summary);
-        let mut writer = self.place.writer();
+        let mut writer = self.place.backend().open_writer().expect("open writer");
         ingest::ingest(
             io::Cursor::new(stream.clone()),
             &mut *writer,
@@ -166,12 +160,12 @@ pub struct Server {
 impl Server {
     /// Binds `127.0.0.1:0` first, then spawns the server on that listener: it accepts as soon
     /// as this returns, with no waiting.
-    pub fn start(store: Arc<AnyStore>, config: AppConfig) -> Server {
+    pub fn start(store: Arc<dyn ReadStore>, config: AppConfig) -> Server {
         Self::start_with(store, config, ServeConfig::default())
     }
 
     /// [`Server::start`] with connection limits and timeouts of the test's choosing.
-    pub fn start_with(store: Arc<AnyStore>, config: AppConfig, serve: ServeConfig) -> Server {
+    pub fn start_with(store: Arc<dyn ReadStore>, config: AppConfig, serve: ServeConfig) -> Server {
         Self::start_app(App::new(store, config), serve)
     }
 

@@ -34,7 +34,7 @@ impl PgTarget {
         );
         Ok(Self {
             admin_url: admin_url.to_owned(),
-            url: storage::postgres::testing::with_database(admin_url, BENCH_DATABASE),
+            url: testdb::with_database(admin_url, BENCH_DATABASE),
         })
     }
 

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::backend::{self, Db};
+use crate::backend;
 
 /// Flags of `migrate` and `check`.
 #[derive(Debug, Args)]
@@ -15,16 +15,16 @@ pub struct DbArgs {
 
 /// `migrate`: creates or upgrades the schema, then says what it did.
 pub fn migrate(args: DbArgs) -> Result<()> {
-    let db = Db::from_flag(args.db);
-    let done = db.migrate()?;
+    let db = backend::backend(args.db.as_deref())?;
+    let done = backend::migrate(&*db)?;
     println!("{}: {done}", db.describe());
     Ok(())
 }
 
 /// `check`: reads the database as `serve` would, failing on anything it cannot serve.
 pub fn check(args: DbArgs) -> Result<()> {
-    let db = Db::from_flag(args.db);
-    let done = backend::check(&db)?;
+    let db = backend::backend(args.db.as_deref())?;
+    let done = backend::check(&*db)?;
     println!("{}: {done}", db.describe());
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The one place that knows which storage backend a `--db` names: a path is an SQLite file, a
-//! `postgres://` or `postgresql://` URL a PostgreSQL database. `serve.rs` and `ingest.rs` see
-//! only [`AnyStore`] and a boxed [`IngestWriter`].
+//! `postgres://` or `postgresql://` URL a PostgreSQL database ([`backend`]). Everything else sees
+//! only a [`Backend`], the [`Store`] it opens and a boxed [`IngestWriter`].
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -12,111 +13,62 @@ use ingest::IngestOptions;
 use ledger_core::{ExportFilter, VegaTime};
 use oracle_core::PageRequest;
 use storage::{
-    AnyStore, BlockTime, ChainState, ExportSink, Health, IngestWriter, LedgerStore, OracleStore,
-    SqliteConfig, SqliteStore, is_url, redact,
+    Backend, BlockTime, ChainState, ExportSink, IngestWriter, SqliteBackend, SqliteConfig,
+    SqliteStore, Store, is_url,
 };
-#[cfg(feature = "postgres")]
-use storage::{PgConfig, PgStore};
 
 /// The database used when `--db` is not given.
 pub const DEFAULT_DB: &str = "datanode.sqlite";
 
+/// The database `--db` names, or the default SQLite file: the one choice of backend.
+pub fn backend(db: Option<&str>) -> Result<Box<dyn Backend>> {
+    match db {
+        Some(url) if is_url(url) => postgres(url),
+        path => Ok(Box::new(SqliteBackend {
+            path: PathBuf::from(path.unwrap_or(DEFAULT_DB)),
+            config: SqliteConfig::default(),
+        })),
+    }
+}
+
+/// A PostgreSQL database.
+#[cfg(feature = "postgres")]
+fn postgres(url: &str) -> Result<Box<dyn Backend>> {
+    Ok(Box::new(storage_postgres::PgBackend {
+        url: url.to_owned(),
+        config: storage_postgres::PgConfig::default(),
+    }))
+}
+
 /// The refusal of a PostgreSQL URL by a build without the backend.
 #[cfg(not(feature = "postgres"))]
-fn no_postgres() -> storage::Error {
-    storage::Error::Incompatible(
-        "this build has no PostgreSQL support: build the server with the postgres feature".into(),
+fn postgres(url: &str) -> Result<Box<dyn Backend>> {
+    anyhow::bail!(
+        "{}: this build has no PostgreSQL support: build the server with the postgres feature",
+        storage::redact(url)
     )
 }
 
-/// The database a command works on.
-#[derive(Clone, Debug)]
-pub enum Db {
-    /// An SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL connection URL (may hold a password: log [`Db::describe`] only).
-    Postgres(String),
+/// Opens the store to serve. SQLite creates or migrates its file; PostgreSQL only reads and
+/// refuses a database without our schema. `max_readers`, the reads allowed at once (export
+/// permits plus page slots), sizes the PostgreSQL pool.
+pub fn open_store(db: &dyn Backend, max_readers: usize) -> Result<Arc<dyn Store>> {
+    db.open_store(max_readers)
+        .with_context(|| format!("cannot open the database {}", db.describe()))
 }
 
-impl Db {
-    /// The database `--db` names, or the default SQLite file.
-    pub fn from_flag(db: Option<String>) -> Db {
-        match db {
-            Some(url) if is_url(&url) => Db::Postgres(url),
-            Some(path) => Db::Sqlite(PathBuf::from(path)),
-            None => Db::Sqlite(PathBuf::from(DEFAULT_DB)),
-        }
-    }
+/// Opens the store's single writer, migrating the schema first.
+pub fn open_writer(db: &dyn Backend) -> Result<Box<dyn IngestWriter>> {
+    db.open_writer()
+        .with_context(|| format!("cannot open the database {} to write", db.describe()))
+}
 
-    /// What to call the database in messages and logs: the path, or the URL without its
-    /// password.
-    pub fn describe(&self) -> String {
-        match self {
-            Db::Sqlite(path) => path.display().to_string(),
-            Db::Postgres(url) => redact(url),
-        }
-    }
-
-    /// Opens the store to serve. SQLite creates or migrates its file; PostgreSQL only reads and
-    /// refuses a database without our schema. `max_readers`, the reads allowed at once (export
-    /// permits plus page slots), sizes the PostgreSQL pool.
-    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
-    pub fn open_to_serve(&self, max_readers: usize) -> Result<AnyStore> {
-        let store = match self {
-            Db::Sqlite(path) => {
-                SqliteStore::open(path, SqliteConfig::default()).map(AnyStore::Sqlite)
-            }
-            #[cfg(not(feature = "postgres"))]
-            Db::Postgres(_) => Err(no_postgres()),
-            #[cfg(feature = "postgres")]
-            Db::Postgres(url) => {
-                let config = PgConfig {
-                    max_connections: u32::try_from(max_readers).unwrap_or(u32::MAX),
-                    ..PgConfig::default()
-                };
-                PgStore::open(url, config).map(AnyStore::Postgres)
-            }
-        };
-        store.with_context(|| format!("cannot open the database {}", self.describe()))
-    }
-
-    /// Opens the store's single writer, migrating the schema first.
-    pub fn open_writer(&self) -> Result<Box<dyn IngestWriter>> {
-        let writer: Result<Box<dyn IngestWriter>, storage::Error> = match self {
-            Db::Sqlite(path) => SqliteStore::open(path, SqliteConfig::default())
-                .and_then(|store| store.writer())
-                .map(|writer| Box::new(writer) as Box<dyn IngestWriter>),
-            #[cfg(not(feature = "postgres"))]
-            Db::Postgres(_) => Err(no_postgres()),
-            #[cfg(feature = "postgres")]
-            Db::Postgres(url) => {
-                PgStore::writer(url).map(|writer| Box::new(writer) as Box<dyn IngestWriter>)
-            }
-        };
-        writer.with_context(|| format!("cannot open the database {} to write", self.describe()))
-    }
-
-    /// Creates or upgrades the schema; returns a line saying what was done.
-    pub fn migrate(&self) -> Result<String> {
-        let done = match self {
-            Db::Sqlite(path) => SqliteStore::open(path, SqliteConfig::default())
-                .map(|_| "schema up to date".to_owned()),
-            #[cfg(not(feature = "postgres"))]
-            Db::Postgres(_) => Err(no_postgres()),
-            #[cfg(feature = "postgres")]
-            Db::Postgres(url) => PgStore::migrate(url).map(|migrated| {
-                if migrated.from == migrated.to {
-                    format!("schema up to date (version {})", migrated.to)
-                } else {
-                    format!(
-                        "schema migrated from version {} to {}",
-                        migrated.from, migrated.to
-                    )
-                }
-            }),
-        };
-        done.with_context(|| format!("cannot migrate the database {}", self.describe()))
-    }
+/// Creates or upgrades the schema; returns a line saying what was done.
+pub fn migrate(db: &dyn Backend) -> Result<String> {
+    let migrated = db
+        .migrate()
+        .with_context(|| format!("cannot migrate the database {}", db.describe()))?;
+    Ok(migrated.to_string())
 }
 
 /// Counts an export's rows and throws them away.
@@ -137,27 +89,24 @@ impl ExportSink for Count {
 /// `server check`: opens the store as `serve` does (schema version and row format checked) and
 /// reads through it: the health check, a page of oracle data, and the whole export of the
 /// example party. Returns lines saying what was read, then the chain and the stored heights.
-pub fn check(db: &Db) -> Result<String> {
-    if let Db::Sqlite(path) = db {
-        anyhow::ensure!(path.exists(), "there is no database at {}", path.display());
-    }
-    let store = db.open_to_serve(1)?;
-    let read = || -> Result<String, storage::Error> {
+pub fn check(db: &dyn Backend) -> Result<String> {
+    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
+    let store = open_store(db, 1)?;
+    let read = || -> Result<String> {
         store.check()?;
         let examples = store.examples()?;
         let params = oracle_core::PaginationParams {
             first: Some("100"),
             ..Default::default()
         };
-        let request = PageRequest::parse(&params)
-            .map_err(|err| storage::Error::Internal(err.to_string().into()))?;
+        let request = PageRequest::parse(&params)?;
         let page = store.oracle_page(None, &request)?;
         let mut rows = Count::default();
         if let Some(party) = &examples.party {
             let filter = ExportFilter {
                 party: party
                     .parse()
-                    .map_err(|_| storage::Error::Corrupt(format!("stored party id {party}")))?,
+                    .with_context(|| format!("the stored party id {party} is damaged"))?,
                 asset: None,
                 range: ledger_core::TimeRange::default(),
             };

@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use http_api::{IngestProgress, Metrics};
 use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
-use storage::{AnyStore, IngestWriter};
+use storage::{IngestWriter, Store};
 
-use crate::backend::Db;
+use crate::backend;
 
 /// Flags of `ingest`.
 #[derive(Debug, Args)]
@@ -46,7 +46,7 @@ pub struct IngestArgs {
 /// `ingest`: runs until the input ends, a line is malformed, or SIGINT/SIGTERM (which stops at
 /// the next block boundary; a second signal stops at once).
 pub fn ingest(args: IngestArgs) -> Result<()> {
-    let mut writer = Db::from_flag(args.db).open_writer()?;
+    let mut writer = backend::open_writer(&*backend::backend(args.db.as_deref())?)?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
@@ -158,7 +158,7 @@ pub fn spawn(
     input: String,
     ingest_addr_file: Option<PathBuf>,
     mut writer: Box<dyn IngestWriter>,
-    store: Arc<AnyStore>,
+    store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {

@@ -16,26 +16,23 @@ use http_api::App;
 
 pub use flags::ServeArgs;
 
-use crate::backend::Db;
+use crate::backend;
 
 /// `serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
     let demo = args.db.is_none() && args.ingest.is_none();
-    let db = Db::from_flag(args.db.clone());
-    if let Db::Sqlite(path) = &db
-        && demo
-        && !path.exists()
-    {
-        crate::backend::create_demo(path)?;
+    if demo && !Path::new(backend::DEFAULT_DB).exists() {
+        backend::create_demo(Path::new(backend::DEFAULT_DB))?;
     }
+    let db = backend::backend(args.db.as_deref())?;
     // The writer first: with PostgreSQL it creates the schema the server then checks.
     let writer = match &args.ingest {
-        Some(_) => Some(db.open_writer()?),
+        Some(_) => Some(backend::open_writer(&*db)?),
         None => None,
     };
-    let store = Arc::new(db.open_to_serve(args.max_readers())?);
+    let store = backend::open_store(&*db, args.max_readers())?;
     let examples = store.examples().context("cannot read the database")?;
-    let app = App::new(Arc::clone(&store), args.app_config());
+    let app = App::new(store.clone(), args.app_config());
     let stop_ingest = Arc::new(AtomicBool::new(false));
     let ingest_thread = match (&args.ingest, writer) {
         (Some(input), Some(writer)) => Some(crate::ingest::spawn(

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use storage::postgres::testing::TestDatabase;
+use testdb::TestDatabase;
 
 mod common;
 use common::server;

@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
-use storage::{Health, LedgerStore, OracleStore};
+use storage::{Health, LedgerStore, OracleStore, ReadStore};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use body::{Body, BodyError};
@@ -228,19 +228,13 @@ impl Route {
 
 impl App {
     /// A service over `store`.
-    pub fn new<S>(store: Arc<S>, config: AppConfig) -> Self
-    where
-        S: LedgerStore + OracleStore + Health + 'static,
-    {
+    pub fn new(store: Arc<dyn ReadStore>, config: AppConfig) -> Self {
         Self::with_clock(store, config, Arc::new(SystemClock))
     }
 
     /// A service over `store` whose rate limits read the time from `clock`: tests move it
     /// instead of sleeping.
-    pub fn with_clock<S>(store: Arc<S>, config: AppConfig, clock: Arc<dyn Clock>) -> Self
-    where
-        S: LedgerStore + OracleStore + Health + 'static,
-    {
+    pub fn with_clock(store: Arc<dyn ReadStore>, config: AppConfig, clock: Arc<dyn Clock>) -> Self {
         let metrics = Arc::new(Metrics::new());
         metrics.build(&config.build);
         Self {

@@ -96,12 +96,3 @@ impl Error {
 /// (`2023-03-10 10:24:30.507963+00`, PostgreSQL's text of a `timestamptz`) instead of RFC 3339
 /// with nine fraction digits; every database of an earlier format is refused.
 pub const ROW_FORMAT: u32 = 4;
-
-/// The message for a store written in another row format (only the backends read formats).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn row_format_mismatch(found: &str) -> Error {
-    Error::Incompatible(format!(
-        "the database holds rows in format {found}, this program writes and reads format \
-         {ROW_FORMAT}: re-ingest the event stream into a new database"
-    ))
-}

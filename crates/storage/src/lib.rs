@@ -1,13 +1,18 @@
 //! Storage for the ledger export and the oracle data listing.
 //!
-//! The crate has two halves:
+//! The crate holds:
 //! - backend-neutral traits and query types ([`LedgerStore`], [`OracleStore`], [`IngestWriter`],
-//!   [`Health`]) that the HTTP layer and the ingest pipeline program against;
+//!   [`Health`]) that the HTTP layer and the ingest pipeline program against, and the two a
+//!   program composing a backend sees ([`Backend`], [`Store`]);
+//! - what every backend shares: the stored format ([`ROW_FORMAT`], [`segment`]: the layout of a
+//!   segment and the engine that lays lines into segments), the chain's queries ([`tip`]),
+//!   typed errors, and the conformance suite (`suite`, behind the `suite` feature) that every
+//!   backend's tests run;
 //! - [`SqliteStore`], the embedded SQLite implementation (schema, migrations, row mapping), behind
-//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it;
-//! - `PgStore`, the PostgreSQL implementation (many servers over one database), behind the
-//!   `postgres` cargo feature (off by default: it brings a TLS stack and an async runtime inside
-//!   its client).
+//!   the `sqlite` cargo feature (on by default) so that users of the traits alone never link it.
+//!
+//! The PostgreSQL implementation (many servers over one database) is the crate
+//! `storage-postgres`, so that a program embedding only SQLite links none of its dependencies.
 //!
 //! Values are encoded once, at ingest: a ledger row is stored as the finished CSV line as seen by
 //! one party, back to back with that party's other lines in segments of about 256 KiB in export
@@ -21,7 +26,7 @@
 //!
 //! # The rules every backend follows
 //!
-//! The shared test suite (`src/suite.rs`) checks each of them against every backend.
+//! The conformance suite (`src/suite.rs`) checks each of them against every backend.
 //!
 //! - **Ranges.** Heights, sequence numbers and vega times are stored as signed 64-bit integers:
 //!   a batch holding a height or sequence number above `i64::MAX` is refused whole with
@@ -55,32 +60,24 @@
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-#[cfg(feature = "sqlite")]
-mod any;
+pub mod backend;
 mod error;
 mod model;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod segment;
+pub mod segment;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
-mod suite;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod tip;
+#[cfg(any(test, feature = "suite"))]
+pub mod suite;
+pub mod tip;
 mod url;
 
-#[cfg(feature = "sqlite")]
-pub use any::AnyStore;
+pub use backend::{Backend, Migrated, ReadStore, Store};
 pub use error::{Bug, Error, ROW_FORMAT};
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,
     OracleRow, OracleStore,
 };
-#[cfg(feature = "postgres")]
-pub use postgres::{PgConfig, PgStore, PgWriter};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteConfig, SqliteStore, SqliteWriter};
+pub use sqlite::{SqliteBackend, SqliteConfig, SqliteStore, SqliteWriter};
 pub use url::{is_url, redact};

@@ -2,12 +2,11 @@
 
 use std::ops::{ControlFlow, Range};
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-use ledger_core::TimeRange;
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId};
 use oracle_core::{Edge, Page, PageRequest, Position};
 
 use crate::Error;
+use crate::backend::push_node;
 
 /// Receives an export as it is read, in runs of finished CSV lines.
 ///
@@ -104,13 +103,6 @@ impl OraclePage {
     pub fn node(&self, edge: &Edge<Range<usize>>) -> &[u8] {
         &self.nodes[edge.node.clone()]
     }
-}
-
-/// Appends `node` to `nodes` and returns where it lies there.
-pub(crate) fn push_node(nodes: &mut Vec<u8>, node: &[u8]) -> Range<usize> {
-    let start = nodes.len();
-    nodes.extend_from_slice(node);
-    start..nodes.len()
 }
 
 /// Answers whether the store is usable, and how far its chain goes.
@@ -279,36 +271,4 @@ pub struct Examples {
     pub asset: Option<String>,
     /// An oracle spec that matched some data.
     pub spec: Option<String>,
-}
-
-/// The half-open range as inclusive bounds, `None` when it holds no time at all: an open end
-/// must still include a row at `i64::MAX`, which no exclusive bound can.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
-    let low = range.start().unwrap_or(i64::MIN);
-    let high = match range.end() {
-        Some(end) => end.checked_sub(1)?,
-        None => i64::MAX,
-    };
-    (low <= high).then_some((low, high))
-}
-
-/// The `commit` of every backend's writer: an empty batch writes nothing; a failed one makes
-/// `forget_keys` drop the writer's cached dictionary keys, since the keys handed out inside the
-/// failed transaction are gone with it.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn commit_whole<W>(
-    writer: &mut W,
-    batch: &IngestBatch,
-    write: fn(&mut W, &IngestBatch) -> Result<(), Error>,
-    forget_keys: fn(&mut W),
-) -> Result<(), Error> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let result = write(writer, batch);
-    if result.is_err() {
-        forget_keys(writer);
-    }
-    result
 }

@@ -5,7 +5,7 @@
 //! the two segments at the edges of a time window, and every segment of a one-asset export, are
 //! cut line by line through the index. Both backends store segments the same way: the lines
 //! (`csv`) and the index (`keys`) as two blobs, keyed by the party and the last line's key.
-//! PostgreSQL stores its oracle data in segments too (`postgres/segments.rs`): there a line is
+//! PostgreSQL stores its oracle data in segments too (`storage-postgres`, `segments.rs`): there a line is
 //! a datum's JSON, its key the datum's position with entry index 0, its asset 0.
 //!
 //! The index holds one [`INDEX_ENTRY`]-byte entry per line, little-endian: vega time (i64), block
@@ -13,24 +13,28 @@
 //! `csv` where the line ends (u32). A stored index is checked before use: a damaged one is
 //! reported as [`Error::Corrupt`], never trusted for slicing.
 
+mod engine;
+
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::ControlFlow;
+
+pub use engine::{Ask, Engine, Kept, Packing, SegmentTable, Touched};
 
 use crate::error::Bug;
 use crate::{Error, ExportSink, ExportSummary};
 
 /// The CSV bytes after which a segment is sealed and the next line starts a new one.
-pub(crate) const SEGMENT_BYTES: usize = 256 * 1024;
+pub const SEGMENT_BYTES: usize = 256 * 1024;
 
 /// A party's last segment shorter than this is rewritten with the next batch's lines instead of
 /// being followed by a new segment, so that a stream committed a block at a time (the live
 /// socket) still ends up in large segments, while a rewrite never copies more than this.
-pub(crate) const SMALL_TAIL_BYTES: usize = 32 * 1024;
+pub const SMALL_TAIL_BYTES: usize = 32 * 1024;
 
 /// The most bytes of small last segments a writer keeps per table (see [`Tails`]); an owner
 /// beyond it is read back by its next batch instead.
-pub(crate) const TAILS_BYTES: usize = 64 << 20;
+pub const TAILS_BYTES: usize = 64 << 20;
 
 /// What a writer knows of its owners' last stored segments, so that a batch that only appends
 /// to an owner reads nothing back: each owner's last key, and the segment itself while it is
@@ -39,7 +43,7 @@ pub(crate) const TAILS_BYTES: usize = 64 << 20;
 /// only valid while the writer is the only one committing, and is forgotten with a failed
 /// transaction.
 #[derive(Debug)]
-pub(crate) struct Tails<O> {
+pub struct Tails<O> {
     tails: HashMap<O, Tail>,
     /// The bytes of the small segments in `tails`, at most `max_bytes`.
     bytes: usize,
@@ -56,7 +60,7 @@ struct Tail {
 
 impl<O: Copy + Eq + Hash> Tails<O> {
     /// Knows nothing yet; keeps segments under `small_tail` bytes of lines.
-    pub(crate) fn new(small_tail: usize) -> Self {
+    pub fn new(small_tail: usize) -> Self {
         Self::bounded(small_tail, TAILS_BYTES)
     }
 
@@ -71,7 +75,7 @@ impl<O: Copy + Eq + Hash> Tails<O> {
     }
 
     /// Forgets every owner: another writer committed, or a transaction that wrote them failed.
-    pub(crate) fn forget(&mut self) {
+    pub fn forget(&mut self) {
         self.tails.clear();
         self.bytes = 0;
     }
@@ -81,7 +85,7 @@ impl<O: Copy + Eq + Hash> Tails<O> {
     /// `Some(Some(segment))` when it appends after the small `segment` (with its key), `None`
     /// when the owner is unknown or the batch does not only append (then the stored segments
     /// are read back). The owner is forgotten until [`remember`](Self::remember)ed again.
-    pub(crate) fn take(&mut self, owner: O, first: LineKey) -> Option<Option<(LineKey, Segment)>> {
+    pub fn take(&mut self, owner: O, first: LineKey) -> Option<Option<(LineKey, Segment)>> {
         let tail = self.tails.remove(&owner)?;
         self.bytes -= tail.small.as_ref().map_or(0, Segment::bytes);
         (tail.last < first).then(|| tail.small.map(|small| (tail.last, small)))
@@ -89,7 +93,7 @@ impl<O: Copy + Eq + Hash> Tails<O> {
 
     /// Remembers `last` as the last segment of `owner`, within the bound; beyond it the owner
     /// stays unknown, and its next batch reads its segments back.
-    pub(crate) fn remember(&mut self, owner: O, last: &Segment) {
+    pub fn remember(&mut self, owner: O, last: &Segment) {
         let Some(key) = last.last_key() else { return };
         let small = (last.csv.len() < self.small_tail).then(|| last.clone());
         let bytes = small.as_ref().map_or(0, Segment::bytes);
@@ -101,19 +105,19 @@ impl<O: Copy + Eq + Hash> Tails<O> {
 }
 
 /// Bytes of one line's entry in a segment's index.
-pub(crate) const INDEX_ENTRY: usize = 44;
+pub const INDEX_ENTRY: usize = 44;
 
 /// A line's place in the total order: vega time, block, sequence number, entry index.
-pub(crate) type LineKey = (i64, i64, i64, i64);
+pub type LineKey = (i64, i64, i64, i64);
 
 /// The smallest key at a vega time: every line at `time` sorts at or after it.
-pub(crate) fn first_key_at(time: i64) -> LineKey {
+pub fn first_key_at(time: i64) -> LineKey {
     (time, i64::MIN, i64::MIN, i64::MIN)
 }
 
 /// One line of a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Line<'a> {
+pub struct Line<'a> {
     /// Its place in the total order.
     pub key: LineKey,
     /// The asset's dictionary id.
@@ -124,7 +128,7 @@ pub(crate) struct Line<'a> {
 
 /// A segment being built, or read back whole to be rewritten.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Segment {
+pub struct Segment {
     /// The lines, back to back.
     pub csv: Vec<u8>,
     /// One [`INDEX_ENTRY`] per line.
@@ -135,7 +139,7 @@ impl Segment {
     /// Appends a line. Lines come in strictly ascending key order, which every reader of a
     /// segment relies on (binary search, the export's order): a line that does not is refused
     /// here, when it is written, rather than found when the segment is read back.
-    pub(crate) fn push(&mut self, key: LineKey, asset: i64, csv: &[u8]) -> Result<(), Error> {
+    pub fn push(&mut self, key: LineKey, asset: i64, csv: &[u8]) -> Result<(), Error> {
         if let Some(previous) = self.last_key()
             && key <= previous
         {
@@ -155,23 +159,23 @@ impl Segment {
     }
 
     /// A segment read back from a store, its index checked first (see [`SegmentRef::new`]).
-    pub(crate) fn from_stored(csv: Vec<u8>, keys: Vec<u8>) -> Result<Self, Error> {
+    pub fn from_stored(csv: Vec<u8>, keys: Vec<u8>) -> Result<Self, Error> {
         SegmentRef::new(&csv, &keys)?;
         Ok(Segment { csv, keys })
     }
 
     /// The bytes of its lines and index.
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.csv.len() + self.keys.len()
     }
 
     /// The lines it holds.
-    pub(crate) fn lines(&self) -> usize {
+    pub fn lines(&self) -> usize {
         self.keys.len() / INDEX_ENTRY
     }
 
     /// A view for reading, unchecked: a segment built here is well formed.
-    pub(crate) fn view(&self) -> SegmentRef<'_> {
+    pub fn view(&self) -> SegmentRef<'_> {
         SegmentRef {
             csv: &self.csv,
             keys: &self.keys,
@@ -179,12 +183,12 @@ impl Segment {
     }
 
     /// The first line's key (`None` when empty).
-    pub(crate) fn first_key(&self) -> Option<LineKey> {
+    pub fn first_key(&self) -> Option<LineKey> {
         (!self.keys.is_empty()).then(|| self.view().key(0))
     }
 
     /// The last line's key (`None` when empty).
-    pub(crate) fn last_key(&self) -> Option<LineKey> {
+    pub fn last_key(&self) -> Option<LineKey> {
         self.lines()
             .checked_sub(1)
             .map(|last| self.view().key(last))
@@ -193,7 +197,7 @@ impl Segment {
 
 /// A stored segment, borrowed from the backend's row buffer, its index checked.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SegmentRef<'a> {
+pub struct SegmentRef<'a> {
     csv: &'a [u8],
     keys: &'a [u8],
 }
@@ -201,7 +205,7 @@ pub(crate) struct SegmentRef<'a> {
 impl<'a> SegmentRef<'a> {
     /// Checks a stored segment: whole index entries, line ends ascending and within the lines,
     /// the last one at their end, keys ascending.
-    pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
+    pub fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
         let corrupt = |what: &str| Err(Error::Corrupt(format!("segment: {what}")));
         if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
@@ -228,8 +232,13 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// How many lines it holds.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.keys.len() / INDEX_ENTRY
+    }
+
+    /// Whether the segment holds no line (a stored one never does).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn field(&self, line: usize, field: usize) -> i64 {
@@ -256,7 +265,7 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// Line `i`.
-    pub(crate) fn line(&self, i: usize) -> Line<'a> {
+    pub fn line(&self, i: usize) -> Line<'a> {
         Line {
             key: self.key(i),
             asset: self.field(i, 4),
@@ -265,7 +274,7 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// Every line, in order.
-    pub(crate) fn iter(self) -> impl Iterator<Item = Line<'a>> {
+    pub fn iter(self) -> impl Iterator<Item = Line<'a>> {
         (0..self.len()).map(move |i| self.line(i))
     }
 
@@ -284,15 +293,14 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// The line at `key`, if the segment holds one.
-    #[cfg(feature = "postgres")]
-    pub(crate) fn find(&self, key: LineKey) -> Option<Line<'a>> {
+    pub fn find(&self, key: LineKey) -> Option<Line<'a>> {
         let at = self.partition(key);
         (at < self.len() && self.key(at) == key).then(|| self.line(at))
     }
 
     /// Hands the lines within the vega-time window `[low, high]` (inclusive) and, when `asset`
     /// is given, of that asset, to the sink in as few calls as runs of adjacent lines allow.
-    pub(crate) fn emit(
+    pub fn emit(
         &self,
         low: i64,
         high: i64,
@@ -344,7 +352,7 @@ impl<'a> SegmentRef<'a> {
 /// dropped: rows are immutable.
 ///
 /// The caller replaces `stored` with the result in one transaction.
-pub(crate) fn rebuild<'a>(
+pub fn rebuild<'a>(
     stored: &[Segment],
     batch: impl IntoIterator<Item = Line<'a>>,
     seal: usize,

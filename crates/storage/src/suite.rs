@@ -1,12 +1,17 @@
-//! The behaviour every backend must show, written once against the store traits.
+//! The conformance suite: the behaviour every backend must show, written once against the store
+//! traits, for the tests of every backend crate (this crate's `cfg(test)`, or the `suite`
+//! feature).
 //!
-//! Each `pub(crate)` function is one test: it takes a fresh, empty store and that store's writer,
-//! fills the store through the writer and checks the answers through the read traits only. Each
-//! backend instantiates the suite with [`backend_tests`], one `#[test]` per function, so SQLite
-//! and PostgreSQL run the very same checks.
+//! Each public function taking a store and a writer is one test: it takes a fresh, empty store
+//! and that store's writer, fills the store through the writer and checks the answers through
+//! the read traits only. Each backend instantiates the suite with [`backend_tests`], one
+//! `#[test]` per function, so SQLite and PostgreSQL run the very same checks. It is test code:
+//! a failed check panics, and it unwraps.
+
+#![allow(clippy::unwrap_used)]
 
 mod export;
-pub(crate) mod golden;
+pub mod golden;
 mod oracle;
 mod writer;
 
@@ -15,22 +20,22 @@ use std::ops::ControlFlow;
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId, TimeRange, VegaTime};
 use oracle_core::{Edge, Page, PageRequest, PaginationParams, Position};
 
+pub use crate::Store;
 use crate::{
-    ExportSink, ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore,
-    OraclePage, OracleRow, OracleStore,
+    ExportSink, ExportSummary, IngestBatch, IngestWriter, LedgerRow, OraclePage, OracleRow,
 };
 
-pub(crate) use export::{
+pub use export::{
     export_filters_by_party_asset_and_half_open_time_range, export_orders_rows_across_assets,
     export_reads_one_snapshot_while_a_batch_commits,
     export_spans_many_segments_committed_in_any_order, export_stops_when_the_sink_breaks,
 };
-pub(crate) use oracle::{
+pub use oracle::{
     oracle_cursor_between_or_beyond_rows, oracle_data_version_changes_with_every_commit,
     oracle_latest_value_of_a_spec, oracle_pages_walk_data_of_many_kilobytes,
     oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
 };
-pub(crate) use writer::{
+pub use writer::{
     a_datum_twice_in_one_batch_reads_as_the_first, block_state_round_trips,
     chain_tip_follows_commits, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
     failed_commit_leaves_nothing_and_the_writer_usable, two_blocks_of_one_height_and_one_chain,
@@ -39,9 +44,10 @@ pub(crate) use writer::{
 /// One `#[test]` per suite function for a backend. `$run` is a function
 /// `fn(test: &str, body: impl FnOnce(&Store, &mut dyn IngestWriter))` that makes a fresh, empty
 /// store and its writer (or skips, printing why) and runs `body` on them.
+#[macro_export]
 macro_rules! backend_tests {
     ($run:path) => {
-        $crate::suite::backend_tests!(
+        $crate::backend_tests!(
             @each $run;
             export_orders_rows_across_assets,
             export_filters_by_party_asset_and_half_open_time_range,
@@ -70,38 +76,25 @@ macro_rules! backend_tests {
         }
     )+};
 }
-pub(crate) use backend_tests;
+pub use crate::backend_tests;
 
-/// Everything the HTTP layer reads, in one bound.
-pub(crate) trait Store: LedgerStore + OracleStore + Health {
-    /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag.
-    fn settle_chain_tip(&self) {}
-}
-
-#[cfg(feature = "sqlite")]
-impl Store for crate::SqliteStore {}
-
-#[cfg(feature = "postgres")]
-impl Store for crate::PgStore {
-    fn settle_chain_tip(&self) {
-        self.refresh_chain_tip().unwrap();
-    }
-}
-
-pub(crate) fn party(n: u8) -> PartyId {
+/// The party whose 32 id bytes are all `n`.
+pub fn party(n: u8) -> PartyId {
     PartyId::from_bytes([n; 32])
 }
 
-pub(crate) fn asset(n: u8) -> AssetId {
+/// The asset whose 32 id bytes are all `n`.
+pub fn asset(n: u8) -> AssetId {
     AssetId::from_bytes([n; 32])
 }
 
-pub(crate) fn spec(n: u8) -> OracleSpecId {
+/// The oracle spec whose 32 id bytes are all `n`.
+pub fn spec(n: u8) -> OracleSpecId {
     OracleSpecId::from_bytes([n; 32])
 }
 
 /// A ledger row whose CSV line is just `label`, so that an export reads as a list of labels.
-pub(crate) fn ledger_row(
+pub fn ledger_row(
     label: &str,
     party_n: u8,
     asset_n: u8,
@@ -121,7 +114,7 @@ pub(crate) fn ledger_row(
 }
 
 /// An oracle datum whose JSON node is just `label`.
-pub(crate) fn oracle_row(
+pub fn oracle_row(
     label: &str,
     (vega_time, block, seq): (i64, u64, u64),
     specs: &[u8],
@@ -137,7 +130,8 @@ pub(crate) fn oracle_row(
     }
 }
 
-pub(crate) fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
+/// A batch of `rows` and nothing else.
+pub fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
     IngestBatch {
         ledger_rows: rows,
         ..IngestBatch::default()
@@ -146,12 +140,15 @@ pub(crate) fn ledger_batch(rows: Vec<LedgerRow>) -> IngestBatch {
 
 /// Collects an export, checking the sink protocol as it goes.
 #[derive(Default)]
-pub(crate) struct Collect {
-    pub(crate) started: u32,
-    pub(crate) labels: Vec<String>,
+pub struct Collect {
+    /// How many times the export started.
+    pub started: u32,
+    /// The rows received, as labels (see [`label`]).
+    pub labels: Vec<String>,
     /// Break once this many rows came (at the end of the run holding that row).
-    pub(crate) stop_after: Option<usize>,
-    pub(crate) stop_at_start: bool,
+    pub stop_after: Option<usize>,
+    /// Break at the start, before any row.
+    pub stop_at_start: bool,
 }
 
 impl ExportSink for Collect {
@@ -183,20 +180,21 @@ impl ExportSink for Collect {
 }
 
 /// The lines of a run handed to a sink, each with its `\n`.
-pub(crate) fn split_lines(csv_lines: &[u8]) -> Vec<&[u8]> {
+pub fn split_lines(csv_lines: &[u8]) -> Vec<&[u8]> {
     assert!(csv_lines.ends_with(b"\n"), "a run ends with a whole line");
     csv_lines.split_inclusive(|b| *b == b'\n').collect()
 }
 
 /// The label of a row written by [`ledger_row`].
-pub(crate) fn label(csv_line: &[u8]) -> String {
+pub fn label(csv_line: &[u8]) -> String {
     let line = std::str::from_utf8(csv_line).unwrap();
     line.strip_suffix('\n')
         .expect("every csv line ends with a newline")
         .to_owned()
 }
 
-pub(crate) fn filter(
+/// The export of party `party_n`, of asset `asset_n` when given, over `[start, end)`.
+pub fn filter(
     party_n: u8,
     asset_n: Option<u8>,
     start: Option<i64>,
@@ -210,7 +208,7 @@ pub(crate) fn filter(
 }
 
 /// The whole export of `filter` as labels, with its summary.
-pub(crate) fn export(store: &impl Store, filter: &ExportFilter) -> (Vec<String>, ExportSummary) {
+pub fn export(store: &impl Store, filter: &ExportFilter) -> (Vec<String>, ExportSummary) {
     let mut sink = Collect::default();
     let summary = store.export_ledger(filter, &mut sink).unwrap();
     assert_eq!(sink.started, 1);
@@ -218,11 +216,7 @@ pub(crate) fn export(store: &impl Store, filter: &ExportFilter) -> (Vec<String>,
 }
 
 /// One page of oracle data.
-pub(crate) fn page(
-    store: &impl Store,
-    spec_n: Option<u8>,
-    params: PaginationParams<'_>,
-) -> Page<Vec<u8>> {
+pub fn page(store: &impl Store, spec_n: Option<u8>, params: PaginationParams<'_>) -> Page<Vec<u8>> {
     let request = PageRequest::parse(&params).unwrap();
     let OraclePage { page, nodes } = store
         .oracle_page(spec_n.map(spec).as_ref(), &request)
@@ -242,7 +236,7 @@ pub(crate) fn page(
 
 /// The nodes of the first page of `spec_n`'s data, newest first, joined by spaces: the labels
 /// of data written by [`oracle_row`].
-pub(crate) fn spec_labels(store: &impl Store, spec_n: u8) -> String {
+pub fn spec_labels(store: &impl Store, spec_n: u8) -> String {
     let page = page(store, Some(spec_n), PaginationParams::default());
     let labels: Vec<String> = page
         .edges
@@ -253,7 +247,7 @@ pub(crate) fn spec_labels(store: &impl Store, spec_n: u8) -> String {
 }
 
 /// Everything a reader can see: the exports of `parties` and all oracle data, newest first.
-pub(crate) fn contents(store: &impl Store, parties: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<u8>>) {
+pub fn contents(store: &impl Store, parties: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<u8>>) {
     let exports = parties
         .iter()
         .map(|n| export(store, &filter(*n, None, None, None)).0)
@@ -271,6 +265,7 @@ pub(crate) fn contents(store: &impl Store, parties: &[u8]) -> (Vec<Vec<String>>,
     (exports, oracle)
 }
 
-pub(crate) fn commit(writer: &mut dyn IngestWriter, batch: &IngestBatch) {
+/// Commits `batch`, panicking when the writer refuses it.
+pub fn commit(writer: &mut dyn IngestWriter, batch: &IngestBatch) {
     writer.commit(batch).unwrap();
 }

@@ -9,7 +9,7 @@ use crate::{BlockTime, ChainState, ChainTip, Error};
 
 /// One row: the first height, the last height and the latest known vega time, each `NULL`
 /// for an empty table. Each subquery is one step along the height index.
-pub(crate) const SQL: &str = "SELECT (SELECT min(height) FROM blocks), \
+pub const SQL: &str = "SELECT (SELECT min(height) FROM blocks), \
      (SELECT max(height) FROM blocks), \
      (SELECT vega_time FROM blocks WHERE vega_time IS NOT NULL ORDER BY height DESC LIMIT 1)";
 
@@ -19,7 +19,7 @@ fn height(height: i64) -> Result<u64, Error> {
 }
 
 /// The tip from the query's row.
-pub(crate) fn from_row(
+pub fn from_row(
     first: Option<i64>,
     last: Option<i64>,
     last_vega_time: Option<i64>,
@@ -37,7 +37,7 @@ pub(crate) fn from_row(
 /// One row: the recorded chain id, then the height and vega time of the first stored block and
 /// of the last one (the second block of the first height counts after the first), each `NULL`
 /// when there is none. Read it inside one snapshot.
-pub(crate) const CHAIN_SQL: &str = "SELECT \
+pub const CHAIN_SQL: &str = "SELECT \
      (SELECT value FROM schema_info WHERE key = 'chain_id'), \
      (SELECT height FROM blocks ORDER BY height, seq_base LIMIT 1), \
      (SELECT vega_time FROM blocks ORDER BY height, seq_base LIMIT 1), \
@@ -45,7 +45,7 @@ pub(crate) const CHAIN_SQL: &str = "SELECT \
      (SELECT vega_time FROM blocks ORDER BY height DESC, seq_base DESC LIMIT 1)";
 
 /// The stored chain from [`CHAIN_SQL`]'s row.
-pub(crate) fn chain_from_row(
+pub fn chain_from_row(
     chain_id: Option<String>,
     first: (Option<i64>, Option<i64>),
     last: (Option<i64>, Option<i64>),
@@ -68,7 +68,7 @@ pub(crate) fn chain_from_row(
 
 /// Whether a batch of chain `found` must record it (`true`: the store holds no chain id yet),
 /// given the chain id `stored`; a batch of another chain is refused ([`Error::OtherChain`]).
-pub(crate) fn must_record(stored: Option<String>, found: &str) -> Result<bool, Error> {
+pub fn must_record(stored: Option<String>, found: &str) -> Result<bool, Error> {
     match stored {
         None => Ok(true),
         Some(stored) if stored == found => Ok(false),

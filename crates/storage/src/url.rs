@@ -1,6 +1,6 @@
 //! Database URLs: telling a PostgreSQL URL from a file path, and hiding passwords in logs.
-//! Without the `postgres` feature too, so that a build without it can still name what it
-//! refuses without leaking a password.
+//! Here rather than in `storage-postgres`, so that a program without that backend can still name
+//! what it refuses without leaking a password.
 
 /// True when `db` names a PostgreSQL database (`postgres://` or `postgresql://`) rather than
 /// an SQLite file.

@@ -6,7 +6,7 @@ use ledger_core::ExportFilter;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, map_err};
-use crate::model::inclusive_bounds;
+use crate::backend::inclusive_bounds;
 use crate::segment::SegmentRef;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 

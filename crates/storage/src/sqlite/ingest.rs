@@ -9,7 +9,9 @@ use rusqlite::{
 
 use super::checkpoint::Checkpoints;
 use super::{connect, map_err};
-use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
+use crate::segment::{
+    self, Ask, Engine, Line, LineKey, Packing, SMALL_TAIL_BYTES, Segment, SegmentTable, Touched,
+};
 use crate::tip;
 use crate::{
     BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
@@ -24,22 +26,28 @@ pub struct SqliteWriter {
     checkpoints: Checkpoints,
 }
 
-/// What the writer knows of each party's last stored segment (see [`Tails`]). Only valid while
-/// this writer is the only one committing: `write` checks the connection's `data_version`
-/// (which changes when another connection commits) and starts over when it moved; cleared when
-/// a transaction fails.
+/// The ledger's packing policy.
+const LEDGER: Packing = Packing {
+    seal: segment::SEGMENT_BYTES,
+    small_tail: SMALL_TAIL_BYTES,
+};
+
+/// The ledger's segment engine, with what it knows of each party's last stored segment. Only
+/// valid while this writer is the only one committing: `write` checks the connection's
+/// `data_version` (which changes when another connection commits) and starts over when it
+/// moved; cleared when a transaction fails.
 #[derive(Debug)]
 struct PartyTails {
     /// `PRAGMA data_version` after this writer's last commit.
     version: Option<i64>,
-    parties: Tails<i64>,
+    parties: Engine<i64>,
 }
 
 impl Default for PartyTails {
     fn default() -> Self {
         Self {
             version: None,
-            parties: Tails::new(SMALL_TAIL_BYTES),
+            parties: Engine::new(LEDGER),
         }
     }
 }
@@ -162,14 +170,11 @@ impl SqliteWriter {
     }
 }
 
-/// Adds the ledger rows not stored yet to their parties' segments: per party, the stored
-/// segments the batch touches are rebuilt with its lines (see [`segment::rebuild`]) and written
-/// back in their place. A batch that only appends to a party whose last segment is known from
-/// `tails` reads nothing back.
+/// Adds the ledger rows not stored yet to their parties' segments (see [`Engine::store`]).
 fn insert_ledger(
     tx: &Transaction<'_>,
     dictionaries: &mut Dictionaries,
-    tails: &mut Tails<i64>,
+    engine: &mut Engine<i64>,
     rows: &[LedgerRow],
 ) -> Result<(), Error> {
     let mut lines = Vec::with_capacity(rows.len());
@@ -185,46 +190,114 @@ fn insert_ledger(
         let csv = &row.csv_line[..];
         lines.push((party, Line { key, asset, csv }));
     }
-    // Stable, so that of two rows at one key the first one stays, as a stored row would.
-    lines.sort_by_key(|(party, line)| (*party, line.key));
-    lines.dedup_by_key(|(party, line)| (*party, line.key));
-    for party_lines in lines.chunk_by(|(a, _), (b, _)| a == b) {
-        let (party, first) = (party_lines[0].0, party_lines[0].1.key);
-        let stored = match tails.take(party, first) {
-            Some(small) => small.into_iter().map(|(_, segment)| segment).collect(),
-            None => touched_segments(tx, party, first)?,
-        };
-        let segments = segment::rebuild(
-            &stored,
-            party_lines.iter().map(|(_, line)| *line),
-            segment::SEGMENT_BYTES,
-        )?;
-        let mut delete = tx
+    engine.store(&mut LedgerTable { tx }, lines).map(drop)
+}
+
+/// The segments of party `?1` that lines from key `(?2, ?3, ?4, ?5)` to vega time `?6` fall
+/// among.
+pub(super) const AMONG_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx, \
+     csv, keys FROM ledger_segments WHERE party = ?1 \
+     AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+     AND first_time <= ?6";
+
+/// The key of party `?1`'s last segment, and whether its lines are fewer than `?2` bytes.
+pub(super) const LAST_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx, \
+     length(csv) < ?2 FROM ledger_segments WHERE party = ?1 \
+     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1";
+
+/// The blobs of one segment, by its key.
+pub(super) const TAIL_SQL: &str = "SELECT csv, keys FROM ledger_segments WHERE party = ?1 \
+     AND last_time = ?2 AND last_block = ?3 AND last_seq = ?4 AND last_idx = ?5";
+
+/// `ledger_segments` inside a batch's transaction, as the segment engine sees it.
+struct LedgerTable<'a, 't> {
+    tx: &'a Transaction<'t>,
+}
+
+impl SegmentTable for LedgerTable<'_, '_> {
+    type Owner = i64;
+
+    /// Two range searches of `ledger_segments_key` per party: the segments its lines fall
+    /// among, then its last segment (the blobs only when it is the small tail to grow;
+    /// `length` of a blob reads only its record's header).
+    fn touched(&mut self, asks: &[Ask<i64>], small_tail: usize) -> Result<Touched<i64>, Error> {
+        let mut among = self.tx.prepare_cached(AMONG_SQL).map_err(map_err)?;
+        let mut last = self.tx.prepare_cached(LAST_SQL).map_err(map_err)?;
+        let mut tail = self.tx.prepare_cached(TAIL_SQL).map_err(map_err)?;
+        let small_tail = i64::try_from(small_tail).unwrap_or(i64::MAX);
+        let mut read = Touched::default();
+        for ask in asks {
+            let (time, block, seq, idx) = ask.first;
+            let mut rows = among
+                .query(params![ask.owner, time, block, seq, idx, ask.last_time])
+                .map_err(map_err)?;
+            let mut stored = Vec::new();
+            while let Some(row) = rows.next().map_err(map_err)? {
+                let key = key_of(row)?;
+                let segment = Segment::from_stored(
+                    row.get(4).map_err(map_err)?,
+                    row.get(5).map_err(map_err)?,
+                )?;
+                stored.push((key, segment));
+            }
+            let Some((last_key, small)) = last
+                .query_row(params![ask.owner, small_tail], |row| {
+                    Ok((key_of(row), row.get::<_, bool>(4)?))
+                })
+                .optional()
+                .map_err(map_err)?
+            else {
+                continue;
+            };
+            let last_key = last_key?;
+            read.last_keys.insert(ask.owner, last_key);
+            if stored.is_empty() && small && last_key < ask.first {
+                let (time, block, seq, idx) = last_key;
+                let segment = tail
+                    .query_row(params![ask.owner, time, block, seq, idx], |row| {
+                        Ok(Segment::from_stored(row.get(0)?, row.get(1)?))
+                    })
+                    .map_err(map_err)??;
+                stored.push((last_key, segment));
+            }
+            if !stored.is_empty() {
+                read.stored.insert(ask.owner, stored);
+            }
+        }
+        Ok(read)
+    }
+
+    fn delete(&mut self, keys: &[(i64, LineKey)]) -> Result<(), Error> {
+        let mut delete = self
+            .tx
             .prepare_cached(
                 "DELETE FROM ledger_segments WHERE party = ?1 AND last_time = ?2 \
                  AND last_block = ?3 AND last_seq = ?4 AND last_idx = ?5",
             )
             .map_err(map_err)?;
-        for (time, block, seq, idx) in stored.iter().filter_map(Segment::last_key) {
+        for (party, (time, block, seq, idx)) in keys {
             delete
                 .execute(params![party, time, block, seq, idx])
                 .map_err(map_err)?;
         }
-        let mut insert = tx
+        Ok(())
+    }
+
+    fn insert(&mut self, fresh: &[(i64, Segment)]) -> Result<(), Error> {
+        let mut insert = self
+            .tx
             .prepare_cached(
                 "INSERT INTO ledger_segments (party, last_time, last_block, last_seq, last_idx, \
                  first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .map_err(map_err)?;
-        if let Some(last) = segments.last() {
-            tails.remember(party, last);
-        }
-        for segment in &segments {
+        for (party, segment) in fresh {
             let (Some(first), Some((time, block, seq, idx))) =
                 (segment.first_key(), segment.last_key())
             else {
-                continue;
+                return Err(crate::Bug::EmptySegment.into());
             };
+            let lines = i64::try_from(segment.lines()).map_err(|_| crate::Bug::TooManyLines)?;
             insert
                 .execute(params![
                     party,
@@ -233,80 +306,26 @@ fn insert_ledger(
                     seq,
                     idx,
                     first.0,
-                    segment.lines() as i64,
+                    lines,
                     segment.csv,
                     segment.keys
                 ])
                 .map_err(map_err)?;
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The key of a segment from the first four columns of a row.
+fn key_of(row: &rusqlite::Row<'_>) -> Result<LineKey, Error> {
+    let column = |i| row.get::<_, i64>(i).map_err(map_err);
+    Ok((column(0)?, column(1)?, column(2)?, column(3)?))
 }
 
 /// The connection's `PRAGMA data_version`.
 fn data_version(conn: &Connection) -> Result<i64, Error> {
     conn.query_row("PRAGMA data_version", [], |row| row.get(0))
         .map_err(map_err)
-}
-
-/// The stored segments of `party` that a batch starting at `first` must be merged with: those
-/// ending at or after it, or else the last one when it is small enough to grow.
-fn touched_segments(
-    tx: &Transaction<'_>,
-    party: i64,
-    first: LineKey,
-) -> Result<Vec<Segment>, Error> {
-    let mut touched = read_segments_from(tx, party, first)?;
-    if touched.is_empty() {
-        let tail: Option<(i64, LineKey)> = tx
-            .prepare_cached(
-                "SELECT length(csv), last_time, last_block, last_seq, last_idx \
-                 FROM ledger_segments WHERE party = ?1 \
-                 ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row([party], |row| {
-                    Ok((
-                        row.get(0)?,
-                        (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?),
-                    ))
-                })
-                .optional()
-            })
-            .map_err(map_err)?;
-        if let Some((bytes, last)) = tail
-            && (bytes as usize) < SMALL_TAIL_BYTES
-        {
-            touched = read_segments_from(tx, party, last)?;
-        }
-    }
-    Ok(touched)
-}
-
-/// The segments of `party` whose last key is at or after `from`, in order.
-fn read_segments_from(
-    tx: &Transaction<'_>,
-    party: i64,
-    from: LineKey,
-) -> Result<Vec<Segment>, Error> {
-    let mut stmt = tx
-        .prepare_cached(
-            "SELECT csv, keys FROM ledger_segments WHERE party = ?1 \
-             AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
-             ORDER BY last_time, last_block, last_seq, last_idx",
-        )
-        .map_err(map_err)?;
-    let mut rows = stmt
-        .query(params![party, from.0, from.1, from.2, from.3])
-        .map_err(map_err)?;
-    let mut segments = Vec::new();
-    while let Some(row) = rows.next().map_err(map_err)? {
-        segments.push(Segment::from_stored(
-            row.get(0).map_err(map_err)?,
-            row.get(1).map_err(map_err)?,
-        )?);
-    }
-    Ok(segments)
 }
 
 /// Inserts the oracle data not stored yet, and which specs each matched.
@@ -438,7 +457,7 @@ impl IngestWriter for SqliteWriter {
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        crate::model::commit_whole(self, batch, Self::write, |writer| {
+        crate::backend::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
             writer.tails = PartyTails::default();
         })

@@ -28,12 +28,15 @@ mod tests;
 mod version;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::segment::SegmentRef;
-use crate::{ChainState, ChainTip, Error, Examples, Health};
+use crate::{
+    Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Store,
+};
 pub use ingest::SqliteWriter;
 use pool::Pool;
 use version::DataVersion;
@@ -72,14 +75,7 @@ impl SqliteStore {
     /// left untouched; so is one whose rows are in another row format.
     pub fn open(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = connect(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        schema::migrate(&mut conn)?;
-        drop(conn);
+        Self::migrate(&path)?;
         let readers = Pool::new(path.clone(), config);
         let version = DataVersion::open(&path)?;
         Ok(Self {
@@ -87,6 +83,18 @@ impl SqliteStore {
             readers,
             version,
         })
+    }
+
+    /// Creates (when there is no file) or upgrades the database at `path`, as
+    /// [`open`](Self::open) does, and says from which schema version.
+    pub fn migrate(path: &Path) -> Result<Migrated, Error> {
+        let mut conn = connect(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        schema::migrate(&mut conn)
     }
 
     /// Creates a new database at `path` filled by `fill`, all or nothing: it is built in a
@@ -150,14 +158,16 @@ impl SqliteStore {
     pub fn writer(&self) -> Result<SqliteWriter, Error> {
         SqliteWriter::open(&self.path)
     }
+}
 
+impl Store for SqliteStore {
     /// The chain id and the first and last stored blocks, read in one snapshot.
-    pub fn chain(&self) -> Result<ChainState, Error> {
+    fn chain(&self) -> Result<ChainState, Error> {
         ingest::chain_state(&*self.readers.get()?)
     }
 
     /// Real ids to show in example URLs; all `None` for an empty store.
-    pub fn examples(&self) -> Result<Examples, Error> {
+    fn examples(&self) -> Result<Examples, Error> {
         let conn = self.readers.get()?;
         let hex = |sql: &str| -> Result<Option<String>, Error> {
             let bytes: Option<Vec<u8>> = conn
@@ -183,7 +193,7 @@ impl SqliteStore {
         // A stored segment without lines is damage, not a panic: it names no asset.
         let first = match first {
             Some((csv, keys)) => Some(SegmentRef::new(&csv, &keys)?)
-                .filter(|segment| segment.len() > 0)
+                .filter(|segment| !segment.is_empty())
                 .map(|segment| segment.line(0).asset),
             None => None,
         };
@@ -218,6 +228,42 @@ impl Health for SqliteStore {
     /// From the data-version connection, read again only after a commit (see `version.rs`).
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
         self.version.chain_tip()
+    }
+}
+
+/// An SQLite database file as a [`Backend`]: opening it to serve creates or migrates it (the
+/// file is the server's own).
+#[derive(Clone, Debug)]
+pub struct SqliteBackend {
+    /// The database file.
+    pub path: PathBuf,
+    /// The readers' tuning.
+    pub config: SqliteConfig,
+}
+
+impl Backend for SqliteBackend {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
+    fn open_store(&self, _max_readers: usize) -> Result<Arc<dyn Store>, Error> {
+        Ok(Arc::new(SqliteStore::open(
+            &self.path,
+            self.config.clone(),
+        )?))
+    }
+
+    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error> {
+        let store = SqliteStore::open(&self.path, self.config.clone())?;
+        Ok(Box::new(store.writer()?))
+    }
+
+    fn migrate(&self) -> Result<Migrated, Error> {
+        SqliteStore::migrate(&self.path)
     }
 }
 

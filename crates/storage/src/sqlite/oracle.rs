@@ -7,7 +7,7 @@ use oracle_core::{PageRequest, Position, Scan};
 use rusqlite::{Connection, OptionalExtension, ToSql};
 
 use super::{SqliteStore, map_err};
-use crate::model::push_node;
+use crate::backend::push_node;
 use crate::{Error, OraclePage, OracleStore};
 
 impl OracleStore for SqliteStore {

@@ -7,6 +7,7 @@
 use rusqlite::Connection;
 
 use super::export::SCAN_SQL;
+use super::ingest::{AMONG_SQL, LAST_SQL, TAIL_SQL};
 use super::oracle::{Bound, scan_sql};
 use super::schema;
 
@@ -55,6 +56,24 @@ fn export_scan_is_an_index_range_search() {
     check(
         SCAN_SQL,
         "SEARCH ledger_segments USING INDEX ledger_segments_key (party=? AND last_time>?)",
+    );
+}
+
+#[test]
+fn the_writer_reads_a_party_s_touched_segments_by_index_range_searches() {
+    check(
+        AMONG_SQL,
+        "SEARCH ledger_segments USING INDEX ledger_segments_key \
+         (party=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))",
+    );
+    check(
+        LAST_SQL,
+        "SEARCH ledger_segments USING INDEX ledger_segments_key (party=?)",
+    );
+    check(
+        TAIL_SQL,
+        "SEARCH ledger_segments USING INDEX ledger_segments_key \
+         (party=? AND last_time=? AND last_block=? AND last_seq=? AND last_idx=?)",
     );
 }
 

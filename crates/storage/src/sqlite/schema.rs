@@ -11,7 +11,8 @@ use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 use super::map_err;
 use crate::Error;
-use crate::error::{ROW_FORMAT, row_format_mismatch};
+use crate::ROW_FORMAT;
+use crate::backend::{Migrated, row_format_mismatch};
 
 /// The value of `created_by` in `schema_info` that marks a database as ours.
 const CREATED_BY: &str = "vega-datanode-lite";
@@ -145,8 +146,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
-/// and, once migrated, that its rows are in this program's format.
-pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
+/// and, once migrated, that its rows are in this program's format; says from which version.
+pub(super) fn migrate(conn: &mut Connection) -> Result<Migrated, Error> {
     // Before any pragma: switching to WAL would already change someone else's file.
     refuse_foreign(conn)?;
     // The page size can only change before the first table exists. 32 KiB pages hold about
@@ -205,7 +206,12 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), Error> {
             .map_err(map_err)?;
         tx.commit().map_err(map_err)?;
     }
-    check_row_format(conn)
+    check_row_format(conn)?;
+    let schema = |version: i64| u32::try_from(version).unwrap_or(u32::MAX);
+    Ok(Migrated {
+        from: schema(version),
+        to: schema(known),
+    })
 }
 
 /// Whether the database holds no block: then it holds no rows either (every batch an ingest

@@ -8,6 +8,7 @@ use tempfile::TempDir;
 
 use super::schema::MIGRATIONS;
 use super::{SqliteConfig, SqliteStore};
+use crate::Store as _;
 use crate::{Error, Health, IngestWriter, LedgerStore, OracleStore, suite};
 
 /// A fresh store in its own temporary directory, removed on drop.

@@ -28,8 +28,8 @@ use crate::{ChainTip, Error, tip};
 /// The connection that answers `PRAGMA data_version` and the chain tip.
 #[derive(Debug)]
 pub(super) struct DataVersion {
-    /// Boxed: a connection with its statement cache is large, and `AnyStore` holds a store
-    /// inline beside the much smaller PostgreSQL one.
+    /// Boxed: a connection with its statement cache is large, and the store is moved around
+    /// while it is built.
     watch: Box<Mutex<Watch>>,
 }
 

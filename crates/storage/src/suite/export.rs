@@ -57,14 +57,16 @@ fn check(
     assert!(!summary.stopped);
 }
 
-pub(crate) fn export_orders_rows_across_assets<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+/// Conformance test: export orders rows across assets.
+pub fn export_orders_rows_across_assets<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     fill(writer);
     check(store, (1, None, None, None), ALL_OF_PARTY_1);
     check(store, (2, None, None, None), "x y");
     check(store, (3, None, None, None), "z");
 }
 
-pub(crate) fn export_filters_by_party_asset_and_half_open_time_range<S: Store>(
+/// Conformance test: export filters by party asset and half open time range.
+pub fn export_filters_by_party_asset_and_half_open_time_range<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -126,10 +128,8 @@ fn check_stop(store: &impl Store, asset: Option<u8>, stop_after: usize) {
     assert_eq!(summary.stopped, stop_after <= sink.labels.len());
 }
 
-pub(crate) fn export_stops_when_the_sink_breaks<S: Store>(
-    store: &S,
-    writer: &mut dyn IngestWriter,
-) {
+/// Conformance test: export stops when the sink breaks.
+pub fn export_stops_when_the_sink_breaks<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     fill(writer);
     for stop_after in [1, 3, 5] {
         check_stop(store, Some(1), stop_after);
@@ -178,7 +178,8 @@ impl ExportSink for CommitDuringExport<'_> {
     }
 }
 
-pub(crate) fn export_reads_one_snapshot_while_a_batch_commits<S: Store>(
+/// Conformance test: export reads one snapshot while a batch commits.
+pub fn export_reads_one_snapshot_while_a_batch_commits<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -246,7 +247,8 @@ fn many_rows() -> Vec<ManyRow> {
         .collect()
 }
 
-pub(crate) fn export_spans_many_segments_committed_in_any_order<S: Store>(
+/// Conformance test: export spans many segments committed in any order.
+pub fn export_spans_many_segments_committed_in_any_order<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {

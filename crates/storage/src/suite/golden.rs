@@ -32,7 +32,7 @@ use super::{Store, split_lines};
 use crate::{BlockTime, ExportSink, IngestWriter, OraclePage};
 
 /// The committed fixtures and their answers.
-pub(crate) fn fixture(name: &str) -> PathBuf {
+pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
@@ -42,7 +42,7 @@ pub(crate) fn fixture(name: &str) -> PathBuf {
 /// they answer each byte for byte as written there. On a difference, the answers are written
 /// to a temporary file named in the failure, to compare and review.
 #[track_caller]
-pub(crate) fn check_answers(store: &impl Store, writer: &mut dyn IngestWriter, name: &str) {
+pub fn check_answers(store: &impl Store, writer: &mut dyn IngestWriter, name: &str) {
     let expected = std::fs::read(fixture(name)).unwrap();
     let questions: Vec<&str> = expected
         .split(|b| *b == b'\n')

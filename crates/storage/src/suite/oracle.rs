@@ -168,7 +168,8 @@ fn check_walks(store: &impl Store, spec: Option<u8>, expected: &[(String, String
     }
 }
 
-pub(crate) fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
+/// Conformance test: oracle pages walk every dataset in both directions.
+pub fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -184,7 +185,7 @@ pub(crate) fn oracle_pages_walk_every_dataset_in_both_directions<S: Store>(
 /// of 16 KiB) spreads them over several, committed in batches of every size and one out of
 /// order, so that pages begin, end and turn at block boundaries, and a page may span more
 /// blocks than its first read brings.
-pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
+pub fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -233,10 +234,8 @@ pub(crate) fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
     }
 }
 
-pub(crate) fn oracle_unknown_spec_has_an_empty_page<S: Store>(
-    store: &S,
-    writer: &mut dyn IngestWriter,
-) {
+/// Conformance test: oracle unknown spec has an empty page.
+pub fn oracle_unknown_spec_has_an_empty_page<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     fill(writer);
     let cursor = encode_cursor(position((100, 10, 1)));
     let requests = [
@@ -281,7 +280,8 @@ fn check_latest(store: &impl Store, spec: Option<u8>, expected: &str, has_next_p
     assert_eq!(labels.join(" "), expected);
 }
 
-pub(crate) fn oracle_latest_value_of_a_spec<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+/// Conformance test: oracle latest value of a spec.
+pub fn oracle_latest_value_of_a_spec<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     check_latest(store, Some(1), "", false);
     fill(writer);
     check_latest(store, Some(1), "d7", true);
@@ -332,10 +332,8 @@ fn check_anchor(
     assert_eq!(labels.join(" "), expected);
 }
 
-pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
-    store: &S,
-    writer: &mut dyn IngestWriter,
-) {
+/// Conformance test: oracle cursor between or beyond rows.
+pub fn oracle_cursor_between_or_beyond_rows<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     fill(writer);
     let cursor = |key| encode_cursor(position(key));
     let between = cursor((150, 0, 0));
@@ -413,7 +411,7 @@ pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
 
 /// The data version: reads leave it as it is, every commit changes it, and a backend that
 /// cannot tell never starts telling.
-pub(crate) fn oracle_data_version_changes_with_every_commit<S: Store>(
+pub fn oracle_data_version_changes_with_every_commit<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {

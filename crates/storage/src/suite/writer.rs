@@ -42,10 +42,8 @@ fn two_blocks() -> IngestBatch {
     }
 }
 
-pub(crate) fn committing_a_batch_twice_adds_nothing<S: Store>(
-    store: &S,
-    writer: &mut dyn IngestWriter,
-) {
+/// Conformance test: committing a batch twice adds nothing.
+pub fn committing_a_batch_twice_adds_nothing<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     let batch = two_blocks();
     commit(writer, &batch);
     let once = contents(store, &[1, 2]);
@@ -79,7 +77,8 @@ pub(crate) fn committing_a_batch_twice_adds_nothing<S: Store>(
     assert_eq!(block_state(writer, 10), Some(block(10, Some(100), 4).state));
 }
 
-pub(crate) fn a_datum_twice_in_one_batch_reads_as_the_first<S: Store>(
+/// Conformance test: a datum twice in one batch reads as the first.
+pub fn a_datum_twice_in_one_batch_reads_as_the_first<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -109,7 +108,8 @@ fn check_block(writer: &mut dyn IngestWriter, height: u64, expected: Option<(Opt
     assert_eq!(block_state(writer, height), expected);
 }
 
-pub(crate) fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn IngestWriter) {
+/// Conformance test: block state round trips.
+pub fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn IngestWriter) {
     check_block(writer, 5, None);
     check_block(writer, u64::MAX, None);
 
@@ -151,7 +151,7 @@ pub(crate) fn block_state_round_trips<S: Store>(_store: &S, writer: &mut dyn Ing
 
 /// The chain tip: the lowest and highest heights stored, and the latest vega time known at or
 /// below the highest one; the same answer while nothing is committed.
-pub(crate) fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+pub fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     let tip = |first_height, last_height, last_vega_time| {
         Some(ChainTip {
             first_height,
@@ -169,7 +169,7 @@ pub(crate) fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn In
                 },
             );
         }
-        store.settle_chain_tip();
+        store.refresh_chain_tip().unwrap();
         assert_eq!(store.chain_tip().unwrap(), expected);
         // Asked again with nothing committed: from memory, the same.
         assert_eq!(store.chain_tip().unwrap(), expected);
@@ -202,7 +202,8 @@ fn check_failed_commit(store: &impl Store, writer: &mut dyn IngestWriter, failin
     }
 }
 
-pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
+/// Conformance test: failed commit leaves nothing and the writer usable.
+pub fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
@@ -269,7 +270,8 @@ pub(crate) fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
     assert_eq!(block_state(writer, 20), Some(block(20, Some(300), 2).state));
 }
 
-pub(crate) fn empty_store_is_healthy<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
+/// Conformance test: empty store is healthy.
+pub fn empty_store_is_healthy<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     store.check().unwrap();
     commit(writer, &two_blocks());
     store.check().unwrap();
@@ -284,10 +286,8 @@ fn hashed(height: u64, hash: Option<&str>, seq_base: u64, last_seq: u64) -> Bloc
     }
 }
 
-pub(crate) fn two_blocks_of_one_height_and_one_chain<S: Store>(
-    _store: &S,
-    writer: &mut dyn IngestWriter,
-) {
+/// Conformance test: two blocks of one height and one chain.
+pub fn two_blocks_of_one_height_and_one_chain<S: Store>(_store: &S, writer: &mut dyn IngestWriter) {
     assert_eq!(writer.chain().unwrap(), ChainState::default());
     // The genesis block and the first real block share height 1; the second one's rows are
     // keyed after the first one's.

@@ -1,9 +1,12 @@
 //! The PostgreSQL backend: the same layout and queries as SQLite, for many servers over one
+
+// Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 //! database.
 //!
 //! Layout (see `schema.rs`): dictionaries turn 32-byte ids into small integers;
 //! `ledger_segments` holds each party's finished CSV lines, across all its assets in the total
-//! order, in segments of about 256 KiB (`crate::segment`) keyed by (party, last line's key), so
+//! order, in segments of about 256 KiB (`storage::segment`) keyed by (party, last line's key), so
 //! an export is one ordered range scan of the primary key that sends whole segments
 //! (`export.rs`) and an ingest rewrites the few segments a batch touches (`segments.rs`);
 //! both blobs of a segment are stored LZ4-compressed (`packed.rs`), so the wire carries a
@@ -28,7 +31,6 @@ mod packed;
 mod query_plans;
 mod schema;
 mod segments;
-pub mod testing;
 #[cfg(test)]
 mod tests;
 mod tip;
@@ -36,15 +38,16 @@ mod tls;
 
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::{Client, Config, GenericClient, Statement};
 
-use crate::segment::SegmentRef;
-use crate::url::redact;
-use crate::{ChainTip, Error, Examples, Health};
 pub use ingest::PgWriter;
-pub use schema::Migrated;
+use storage::backend::Migrated;
+use storage::redact;
+use storage::segment::SegmentRef;
+use storage::{Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Store};
 
 /// Tuning of a [`PgStore`].
 #[derive(Clone, Debug)]
@@ -127,65 +130,6 @@ impl PgStore {
         PgWriter::new(client)
     }
 
-    /// The chain id and the first and last stored blocks, read from one snapshot.
-    pub fn chain(&self) -> Result<crate::ChainState, Error> {
-        let mut conn = self.get()?;
-        let (mut tx, _) = conn.snapshot()?;
-        ingest::chain_state(&mut tx)
-    }
-
-    /// Real ids to show in example URLs; all `None` for an empty store. The party is the first
-    /// with ledger lines, the asset that of its first line; read from one snapshot.
-    pub fn examples(&self) -> Result<Examples, Error> {
-        let mut conn = self.get()?;
-        let (mut tx, _) = conn.snapshot()?;
-        let mut examples = Examples::default();
-        if let Some(row) = tx
-            .query_opt(
-                "SELECT p.id, encode(p.hex, 'hex') FROM parties p \
-                 WHERE EXISTS (SELECT 1 FROM ledger_segments s WHERE s.party = p.id) \
-                 ORDER BY p.id LIMIT 1",
-                &[],
-            )
-            .map_err(map_err)?
-        {
-            let party: i32 = row.get(0);
-            examples.party = row.get(1);
-            let first = tx
-                .query_one(
-                    "SELECT csv, keys FROM ledger_segments WHERE party = $1 \
-                     ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
-                    &[&party],
-                )
-                .map_err(map_err)?;
-            let (csv, keys) = (packed::unpack(first.get(0))?, packed::unpack(first.get(1))?);
-            let segment = SegmentRef::new(&csv, &keys)?;
-            if segment.len() > 0 {
-                let asset = segment.line(0).asset;
-                examples.asset = tx
-                    .query_opt(
-                        "SELECT encode(hex, 'hex') FROM assets WHERE id = $1",
-                        &[&i32::try_from(asset).map_err(|_| {
-                            Error::Corrupt(format!("ledger segment of asset {asset}"))
-                        })?],
-                    )
-                    .map_err(map_err)?
-                    .map(|row| row.get(0));
-            }
-        }
-        examples.spec = tx
-            .query_opt(
-                "SELECT encode(s.hex, 'hex') FROM oracle_specs s \
-                 WHERE EXISTS (SELECT 1 FROM oracle_segments d WHERE d.spec = s.id) \
-                 ORDER BY s.id LIMIT 1",
-                &[],
-            )
-            .map_err(map_err)?
-            .map(|row| row.get(0));
-        tx.commit().map_err(map_err)?;
-        Ok(examples)
-    }
-
     /// Runs `read` on a pooled connection. A connection killed while it sat idle in the pool
     /// (`pg_terminate_backend`, a database restart) fails its next read as
     /// [`Error::Unavailable`]: the read then runs again on another connection, made afresh when
@@ -203,13 +147,6 @@ impl PgStore {
 
     fn get(&self) -> Result<r2d2::PooledConnection<Manager>, Error> {
         pooled(&self.pool)
-    }
-
-    /// Reads the chain tip now rather than at the background refresh's next turn (at most
-    /// [`CHAIN_TIP_LAG`](crate::CHAIN_TIP_LAG) away): for a process that has just committed
-    /// through its own writer and serves too, and for tests.
-    pub fn refresh_chain_tip(&self) -> Result<(), Error> {
-        self.tip.refresh(&self.pool)
     }
 }
 
@@ -242,6 +179,110 @@ fn read_pooled<T>(
                 return result;
             }
         }
+    }
+}
+
+impl Store for PgStore {
+    /// The chain id and the first and last stored blocks, read from one snapshot.
+    fn chain(&self) -> Result<ChainState, Error> {
+        let mut conn = self.get()?;
+        let (mut tx, _) = conn.snapshot()?;
+        ingest::chain_state(&mut tx)
+    }
+
+    /// Real ids to show in example URLs; all `None` for an empty store. The party is the first
+    /// with ledger lines, the asset that of its first line; read from one snapshot.
+    fn examples(&self) -> Result<Examples, Error> {
+        let mut conn = self.get()?;
+        let (mut tx, _) = conn.snapshot()?;
+        let mut examples = Examples::default();
+        if let Some(row) = tx
+            .query_opt(
+                "SELECT p.id, encode(p.hex, 'hex') FROM parties p \
+                 WHERE EXISTS (SELECT 1 FROM ledger_segments s WHERE s.party = p.id) \
+                 ORDER BY p.id LIMIT 1",
+                &[],
+            )
+            .map_err(map_err)?
+        {
+            let party: i32 = row.get(0);
+            examples.party = row.get(1);
+            let first = tx
+                .query_one(
+                    "SELECT csv, keys FROM ledger_segments WHERE party = $1 \
+                     ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
+                    &[&party],
+                )
+                .map_err(map_err)?;
+            let (csv, keys) = (packed::unpack(first.get(0))?, packed::unpack(first.get(1))?);
+            let segment = SegmentRef::new(&csv, &keys)?;
+            if !segment.is_empty() {
+                let asset = segment.line(0).asset;
+                examples.asset = tx
+                    .query_opt(
+                        "SELECT encode(hex, 'hex') FROM assets WHERE id = $1",
+                        &[&i32::try_from(asset).map_err(|_| {
+                            Error::Corrupt(format!("ledger segment of asset {asset}"))
+                        })?],
+                    )
+                    .map_err(map_err)?
+                    .map(|row| row.get(0));
+            }
+        }
+        examples.spec = tx
+            .query_opt(
+                "SELECT encode(s.hex, 'hex') FROM oracle_specs s \
+                 WHERE EXISTS (SELECT 1 FROM oracle_segments d WHERE d.spec = s.id) \
+                 ORDER BY s.id LIMIT 1",
+                &[],
+            )
+            .map_err(map_err)?
+            .map(|row| row.get(0));
+        tx.commit().map_err(map_err)?;
+        Ok(examples)
+    }
+
+    /// Reads the chain tip now rather than at the background refresh's next turn (at most
+    /// [`CHAIN_TIP_LAG`](storage::CHAIN_TIP_LAG) away): for a process that has just committed
+    /// through its own writer and serves too, and for tests.
+    fn refresh_chain_tip(&self) -> Result<(), Error> {
+        self.tip.refresh(&self.pool)
+    }
+}
+
+/// A PostgreSQL database as a [`Backend`]: opening it to serve only reads (it works with a
+/// read-only role and on a hot standby); the writer and `migrate` create or upgrade the schema.
+#[derive(Clone, Debug)]
+pub struct PgBackend {
+    /// The connection URL (may hold a password: log [`Backend::describe`] only).
+    pub url: String,
+    /// The pool's tuning; its `max_connections` is set from the reads allowed at once.
+    pub config: PgConfig,
+}
+
+impl Backend for PgBackend {
+    fn describe(&self) -> String {
+        redact(&self.url)
+    }
+
+    fn exists(&self) -> bool {
+        true
+    }
+
+    fn open_store(&self, max_readers: usize) -> Result<Arc<dyn Store>, Error> {
+        let config = PgConfig {
+            max_connections: u32::try_from(max_readers).unwrap_or(u32::MAX),
+            ..self.config.clone()
+        };
+        Ok(Arc::new(PgStore::open(&self.url, config)?))
+    }
+
+    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error> {
+        Ok(Box::new(PgStore::writer(&self.url)?))
+    }
+
+    fn migrate(&self) -> Result<Migrated, Error> {
+        PgStore::migrate(&self.url)
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use super::{Pool, map_err, read_pooled};
-use crate::{CHAIN_TIP_LAG, ChainTip, Error, tip};
+use storage::{CHAIN_TIP_LAG, ChainTip, Error, tip};
 
 /// The tip as last read; the condition variable tells each refresh (to tests that wait for
 /// one).

@@ -1,6 +1,6 @@
 //! The backend-neutral suite run on PostgreSQL, and what only PostgreSQL has: the migration
 //! lock, the ingest lock, a serving process that never writes, a read-only role, killed
-//! connections. Each test has a database of its own (see `testing.rs`: the local server by
+//! connections. Each test has a database of its own (see the `testdb` crate: the local server by
 //! default, skipped only with `DATANODE_TEST_PG=skip`).
 
 mod fixtures;
@@ -9,9 +9,9 @@ mod segments;
 use postgres::Client;
 
 use super::schema::{CREATED_BY, MIGRATIONS};
-use super::testing::TestDatabase;
 use super::{PgConfig, PgStore};
-use crate::{CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, suite};
+use storage::{CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, Store as _, suite};
+use testdb::TestDatabase;
 
 /// Runs a suite test on a fresh database, or skips.
 fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
@@ -228,7 +228,7 @@ fn a_new_database_records_this_programs_row_format() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(format, crate::ROW_FORMAT.to_string());
+    assert_eq!(format, storage::ROW_FORMAT.to_string());
     PgStore::writer(db.url()).unwrap();
 }
 
@@ -244,7 +244,7 @@ fn a_database_of_schema_3_gets_its_oracle_data_in_segments() {
     let mut client = earlier_version(
         &db,
         3,
-        crate::ROW_FORMAT,
+        storage::ROW_FORMAT,
         &format!(
             "INSERT INTO oracle_specs (hex) VALUES ('{}'), ('{}'); \
              INSERT INTO oracle_data VALUES (100, 10, 1, 'first'), (200, 11, 1, 'second'), \
@@ -270,7 +270,7 @@ fn a_database_of_schema_3_gets_its_oracle_data_in_segments() {
     assert_eq!(
         (info.as_str(), dropped, segments.as_str()),
         (
-            format!("vega-datanode-lite {} {latest}", crate::ROW_FORMAT).as_str(),
+            format!("vega-datanode-lite {} {latest}", storage::ROW_FORMAT).as_str(),
             true,
             "0:3 1:1 2:2"
         )
@@ -304,7 +304,7 @@ fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
     };
     let mut writer = PgStore::writer(db.url()).unwrap();
     let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
-    assert_eq!(store.examples().unwrap(), crate::Examples::default());
+    assert_eq!(store.examples().unwrap(), storage::Examples::default());
     // Party 7 gets the first dictionary id; its first line in the total order is in asset 8,
     // though a later one of asset 9 was committed first.
     let mut batch = suite::ledger_batch(vec![suite::ledger_row("later", 7, 9, (5, 2, 1, 0))]);
@@ -321,7 +321,7 @@ fn examples_name_the_first_party_and_the_asset_of_its_first_line() {
     let hex = |byte: u8| Some(format!("{byte:02x}").repeat(32));
     assert_eq!(
         store.examples().unwrap(),
-        crate::Examples {
+        storage::Examples {
             party: hex(7),
             asset: hex(8),
             spec: hex(11),
@@ -416,11 +416,11 @@ fn chain_tip_refreshes_in_the_background() {
     let mut writer = PgStore::writer(db.url()).unwrap();
     let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
     assert_eq!(store.chain_tip().unwrap(), None);
-    let block = crate::BlockRecord {
+    let block = storage::BlockRecord {
         height: 9,
         hash: None,
         seq_base: 0,
-        state: crate::BlockState {
+        state: storage::BlockState {
             vega_time: Some(90),
             last_seq: 1,
         },
@@ -433,7 +433,7 @@ fn chain_tip_refreshes_in_the_background() {
         },
     );
     let started = std::time::Instant::now();
-    let expected = Some(crate::ChainTip {
+    let expected = Some(storage::ChainTip {
         first_height: 9,
         last_height: 9,
         last_vega_time: Some(90),

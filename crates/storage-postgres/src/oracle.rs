@@ -9,9 +9,9 @@ use postgres::types::ToSql;
 use super::packed::unpack_into;
 use super::segments::ALL_DATA;
 use super::{PgConn, PgStore, Statements, map_err};
-use crate::error::Bug;
-use crate::segment::{LineKey, SegmentRef};
-use crate::{Error, OraclePage, OracleStore};
+use storage::Bug;
+use storage::segment::{LineKey, SegmentRef};
+use storage::{Error, OraclePage, OracleStore};
 
 /// The most segments a scan's first statement looks at: it returns only as many of them as hold
 /// the data asked for, by their line counts, which is three or four for a page of a hundred

@@ -7,10 +7,10 @@
 use std::ops::ControlFlow;
 
 use super::super::packed::unpack;
-use super::super::testing::TestDatabase;
 use super::super::{PgConfig, PgStore, PgWriter};
-use crate::segment::{LineKey, SMALL_TAIL_BYTES, SegmentRef};
-use crate::{Error, ExportSink, IngestWriter, LedgerRow, LedgerStore, suite};
+use storage::segment::{LineKey, SMALL_TAIL_BYTES, SegmentRef};
+use storage::{Error, ExportSink, IngestWriter, LedgerRow, LedgerStore, suite};
+use testdb::TestDatabase;
 
 /// A line of the model: party, asset, key (vega time, block, seq, index).
 type Spec = (u8, u8, (i64, u64, u64, u32));

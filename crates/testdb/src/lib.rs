@@ -1,5 +1,6 @@
-//! Throw-away databases for tests that need PostgreSQL, shared by the storage, binary and
-//! end-to-end tests.
+//! Throw-away databases for tests that need PostgreSQL, shared by the PostgreSQL backend's, the
+//! server's and the end-to-end tests, and the benchmark's database. Never a dependency of a
+//! library crate: it is not part of any crate's public API.
 //!
 //! `DATANODE_TEST_PG` names a server and a database to connect to for administration; without
 //! it the tests use [`DEFAULT_TEST_PG`], the server every development machine of this project
@@ -113,7 +114,7 @@ fn admin(url: &str) -> Client {
         panic!(
             "cannot connect to the test PostgreSQL at {} ({err}): start it, name another with \
              {TEST_PG_VAR}=URL, or skip the PostgreSQL tests with {TEST_PG_VAR}={SKIP}",
-            crate::redact(url)
+            storage::redact(url)
         )
     })
 }

@@ -24,9 +24,9 @@ use postgres::types::Type;
 
 use super::packed::unpack_into;
 use super::{PgConn, PgStore, Statements, map_err};
-use crate::model::inclusive_bounds;
-use crate::segment::SegmentRef;
-use crate::{Error, ExportSink, ExportSummary, LedgerStore};
+use storage::backend::inclusive_bounds;
+use storage::segment::SegmentRef;
+use storage::{Error, ExportSink, ExportSummary, LedgerStore};
 
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";

@@ -6,8 +6,8 @@ use super::PgStore;
 use super::export::{EXPORT_PLANNER, Scan};
 use super::oracle::SegmentScan;
 use super::segments::{LEDGER, ORACLE, Table};
-use super::testing::TestDatabase;
-use crate::{IngestBatch, IngestWriter, suite};
+use storage::{IngestBatch, IngestWriter, suite};
+use testdb::TestDatabase;
 
 /// The plan of `sql` with its parameters typed as they are bound.
 fn plan(client: &mut postgres::Client, sql: &str, types: &str) -> String {

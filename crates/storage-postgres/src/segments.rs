@@ -2,26 +2,11 @@
 //! Two tables hold segments ([`Table`]): the ledger's, one owner per party, and the oracle
 //! data's, whose owner is a spec (or 0 for all data, matched or not), each line a datum's JSON.
 //!
-//! The writer remembers each owner's last segment (`Statements`): an owner whose lines all come
-//! after it needs nothing read back. For the others, one query reads, for all of them at once,
-//! the stored segments that the owner's lines fall among: those whose last key is at or after
-//! the owner's first line in the batch and whose first vega time is not after its last line's.
-//! When there are none because the lines all come after what is stored (an append), it reads
-//! instead the owner's last segment if it is shorter than the table's small tail, so that a
-//! stream committed a block at a time still fills segments. `segment::rebuild` merges what was
-//! read, decompressed, with the lines; the segments read are deleted by key and the result is
-//! compressed (`packed.rs`) and copied in.
-//!
-//! The rewrite covers a key range holding no other segment of the owner (segments never
-//! overlap, and a segment left out lies wholly before the owner's first line or wholly after
-//! its last, or, for the tail, is the one segment before them), so the copy never meets a
-//! stored key and needs no conflict check; the writer's lock keeps anyone else from writing in
-//! between. An owner whose lines are all stored already (a re-run) is not rewritten at all.
-//!
-//! Why not every segment after the batch's first key: a batch of old keys (a re-run from an
-//! earlier block) would then rewrite the owner's whole history after them, for each batch.
-
-use std::collections::HashMap;
+//! The engine (`storage::segment::Engine`) decides which segments a batch touches, what the
+//! writer remembers and where segments are cut; this module is its [`SegmentTable`] in SQL: one
+//! query reads, for all the owners of a batch at once, the segments their lines touch (a lateral
+//! range scan of the primary key per owner); the segments read are deleted by key, and the new
+//! ones compressed (`packed.rs`) and copied in with binary `COPY`.
 
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
@@ -29,9 +14,12 @@ use postgres::{GenericClient, Statement, Transaction};
 
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
-use crate::Error;
-use crate::error::Bug;
-use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
+use storage::Bug;
+use storage::Error;
+use storage::segment::{
+    self, Ask, Engine, Kept, Line, LineKey, Packing, SMALL_TAIL_BYTES, Segment, SegmentTable,
+    Touched,
+};
 
 /// A table of segments: its name, its owner and lines columns, and how its segments are cut.
 #[derive(Debug)]
@@ -42,10 +30,8 @@ pub(super) struct Table {
     pub owner: &'static str,
     /// The column of the lines (the index is `keys`).
     pub lines: &'static str,
-    /// Lines' bytes after which a segment is sealed (see `segment::rebuild`).
-    pub seal: usize,
-    /// An owner's last segment shorter than this is rewritten with the next lines.
-    pub small_tail: usize,
+    /// Where its segments are cut.
+    pub packing: Packing,
     /// Whether the table also holds its segments' first keys whole (`first_block`, `first_seq`,
     /// `first_idx` after `keys`), for a scan in descending order to start at the segment that
     /// holds its anchor.
@@ -57,8 +43,10 @@ pub(super) const LEDGER: Table = Table {
     name: "ledger_segments",
     owner: "party",
     lines: "csv",
-    seal: segment::SEGMENT_BYTES,
-    small_tail: SMALL_TAIL_BYTES,
+    packing: Packing {
+        seal: segment::SEGMENT_BYTES,
+        small_tail: SMALL_TAIL_BYTES,
+    },
     first_keys: false,
 };
 
@@ -72,8 +60,10 @@ pub(super) const ORACLE: Table = Table {
     name: "oracle_segments",
     owner: "spec",
     lines: "json",
-    seal: 16 * 1024,
-    small_tail: 8 * 1024,
+    packing: Packing {
+        seal: 16 * 1024,
+        small_tail: 8 * 1024,
+    },
     first_keys: true,
 };
 
@@ -139,15 +129,15 @@ impl Table {
 }
 
 /// The writer's statements for one table, prepared once for its session (a batch then costs
-/// no parse round trips), and the owners' last segments as far as it knows them.
+/// no parse round trips), and its segment engine.
 pub(super) struct Statements {
     table: &'static Table,
     touched: Statement,
     delete: Statement,
-    /// Each owner's last segment, when known: a batch that only appends to it reads nothing
-    /// back. Filled from what this writer committed (its lock keeps others out) and emptied
-    /// when a transaction fails ([`Statements::forget`]).
-    tails: Tails<i32>,
+    /// What the writer remembers of each owner's last segment: filled from what this writer
+    /// committed (its lock keeps others out) and emptied when a transaction fails
+    /// ([`Statements::forget`]).
+    engine: Engine<i32>,
 }
 
 impl Statements {
@@ -159,111 +149,98 @@ impl Statements {
             table,
             touched: client.prepare(&table.touched_sql()).map_err(map_err)?,
             delete: client.prepare(&table.delete_sql()).map_err(map_err)?,
-            tails: Tails::new(table.small_tail),
+            engine: Engine::new(table.packing),
         })
     }
 
     /// Forgets the owners' last segments: a transaction that wrote them failed.
     pub(super) fn forget(&mut self) {
-        self.tails.forget();
+        self.engine.forget();
     }
 }
 
-/// A stored segment read to be rewritten, with its key in the table.
-type Stored = (LineKey, Segment);
-
-/// The stored bytes of batch lines whose keys were stored already with other bytes, by owner
-/// and key (see [`store`]).
-pub(super) type Kept = HashMap<(i32, LineKey), Vec<u8>>;
-
 /// Lays the batch's lines, each with its owner's dictionary id, into the owners' segments,
-/// inside the batch's transaction. A line whose key is stored already is not written: the
-/// stored one stays. Those among them whose stored bytes differ are returned (a re-run that
-/// brings other bytes for a stored key; empty otherwise), so that a caller writing the same
-/// line elsewhere can write it as stored.
+/// inside the batch's transaction (see `Engine::store`): returns the lines whose keys were
+/// stored already with other bytes.
 pub(super) fn store(
     tx: &mut Transaction<'_>,
     statements: &mut Statements,
-    mut lines: Vec<(i32, Line<'_>)>,
-) -> Result<Kept, Error> {
-    let mut kept = Kept::new();
-    // A stable sort: of two lines at one key in a batch the first stays, as a stored one does.
-    lines.sort_by_key(|(owner, line)| (*owner, line.key));
-    lines.dedup_by(|line, previous| (line.0, line.1.key) == (previous.0, previous.1.key));
-    let owners: Vec<&[(i32, Line<'_>)]> = lines.chunk_by(|a, b| a.0 == b.0).collect();
-    if owners.is_empty() {
-        return Ok(kept);
-    }
-    let table = statements.table;
-    // Owners that only append to a last segment this writer knows need no reading back.
-    let mut known = HashMap::new();
-    let mut ask = Vec::new();
-    for owner_lines in &owners {
-        let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-        match statements.tails.take(owner, first) {
-            Some(tail) => {
-                known.insert(owner, tail);
-            }
-            None => ask.push(*owner_lines),
+    lines: Vec<(i32, Line<'_>)>,
+) -> Result<Kept<i32>, Error> {
+    let Statements {
+        table,
+        touched,
+        delete,
+        engine,
+    } = statements;
+    engine.store(
+        &mut PgTable {
+            tx,
+            table,
+            touched,
+            delete,
+        },
+        lines,
+    )
+}
+
+/// A table of segments inside a batch's transaction, as the engine sees it.
+struct PgTable<'a, 't> {
+    tx: &'a mut Transaction<'t>,
+    table: &'static Table,
+    touched: &'a Statement,
+    delete: &'a Statement,
+}
+
+impl SegmentTable for PgTable<'_, '_> {
+    type Owner = i32;
+
+    fn touched(&mut self, asks: &[Ask<i32>], small_tail: usize) -> Result<Touched<i32>, Error> {
+        let mut first = KeyColumns::default();
+        let mut high = Vec::with_capacity(asks.len());
+        for ask in asks {
+            first.push(ask.owner, ask.first);
+            high.push(ask.last_time);
         }
-    }
-    let Touched {
-        mut stored,
-        last_keys,
-    } = if ask.is_empty() {
-        Touched::default()
-    } else {
-        touched(tx, &statements.touched, table, &ask)?
-    };
-    let mut doomed = KeyColumns::default();
-    let mut fresh = Vec::new();
-    for owner_lines in owners {
-        let owner = owner_lines[0].0;
-        let remembered = known.remove(&owner);
-        let appended = remembered.is_some();
-        let stored = match remembered {
-            Some(tail) => tail.into_iter().collect(),
-            None => stored.remove(&owner).unwrap_or_default(),
-        };
-        let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored.into_iter().unzip();
-        let new_lines = owner_lines.iter().map(|(_, line)| *line);
-        // Appending (the usual case) meets no stored key: only a segment at or after the
-        // first line can hold one.
-        if keys
-            .last()
-            .is_some_and(|last| *last >= owner_lines[0].1.key)
-        {
-            for line in new_lines.clone() {
-                let stored = segments.iter().find_map(|s| s.view().find(line.key));
-                if let Some(stored) = stored.filter(|stored| stored.csv != line.csv) {
-                    kept.insert((owner, line.key), stored.csv.to_vec());
-                }
-            }
-        }
-        let rebuilt = segment::rebuild(&segments, new_lines, table.seal)?;
-        // Rebuilding only ever adds lines: as many as were stored means none was new.
-        let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
-        if count(&rebuilt) == count(&segments) {
-            continue;
-        }
-        for key in keys {
-            doomed.push(owner, key);
-        }
-        // The rebuilt segments end the owner's when the batch only appended, or when none
-        // stored lies beyond them.
-        if let Some(last) = rebuilt.last()
-            && (appended || last.last_key() >= last_keys.get(&owner).copied())
-        {
-            statements.tails.remember(owner, last);
-        }
-        fresh.extend(rebuilt.into_iter().map(|segment| (owner, segment)));
-    }
-    if !doomed.owner.is_empty() {
-        tx.execute(&statements.delete, &doomed.params())
+        let small_tail = size_prefix(small_tail);
+        let [owner, time, block, seq, idx] = first.params();
+        let rows = self
+            .tx
+            .query(
+                self.touched,
+                &[owner, time, block, seq, idx, &high, &small_tail],
+            )
             .map_err(map_err)?;
+        let mut read = Touched::default();
+        for row in rows {
+            let owner: i32 = row.get(0);
+            let key: LineKey = (row.get(1), row.get(2), row.get(3), row.get(4));
+            let last = read.last_keys.entry(owner).or_insert(key);
+            *last = (*last).max(key);
+            // The owner's last segment comes without its blobs unless it is the tail to grow.
+            let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
+                continue;
+            };
+            let segment = Segment::from_stored(unpack(csv)?, unpack(keys)?)?;
+            read.stored.entry(owner).or_default().push((key, segment));
+        }
+        Ok(read)
     }
-    write(tx, table, &fresh)?;
-    Ok(kept)
+
+    fn delete(&mut self, keys: &[(i32, LineKey)]) -> Result<(), Error> {
+        let mut doomed = KeyColumns::default();
+        for (owner, key) in keys {
+            doomed.push(*owner, *key);
+        }
+        self.tx
+            .execute(self.delete, &doomed.params())
+            .map_err(map_err)
+            .map(drop)
+    }
+
+    fn insert(&mut self, fresh: &[(i32, Segment)]) -> Result<(), Error> {
+        write(self.tx, self.table, fresh)
+    }
 }
 
 /// Keys as the column arrays that `unnest` takes.
@@ -291,56 +268,6 @@ impl KeyColumns {
     }
 }
 
-/// What the touched query read.
-#[derive(Default)]
-struct Touched {
-    /// The stored segments to rewrite, by owner, each owner's in key order.
-    stored: HashMap<i32, Vec<Stored>>,
-    /// The key of each owner's last stored segment (owners without one are absent).
-    last_keys: HashMap<i32, LineKey>,
-}
-
-/// The stored segments to rewrite, their indexes checked, and the owners' last keys.
-fn touched(
-    tx: &mut Transaction<'_>,
-    statement: &Statement,
-    table: &Table,
-    owners: &[&[(i32, Line<'_>)]],
-) -> Result<Touched, Error> {
-    let mut first = KeyColumns::default();
-    let mut high = Vec::with_capacity(owners.len());
-    for lines in owners {
-        let (owner, line) = lines[0];
-        first.push(owner, line.key);
-        high.push(lines[lines.len() - 1].1.key.0);
-    }
-    let small_tail = size_prefix(table.small_tail);
-    let [owner, time, block, seq, idx] = first.params();
-    let rows = tx
-        .query(
-            statement,
-            &[owner, time, block, seq, idx, &high, &small_tail],
-        )
-        .map_err(map_err)?;
-    let mut read = Touched::default();
-    for row in rows {
-        let owner: i32 = row.get(0);
-        let key: LineKey = (row.get(1), row.get(2), row.get(3), row.get(4));
-        let last = read.last_keys.entry(owner).or_insert(key);
-        *last = (*last).max(key);
-        // The owner's last segment comes without its blobs unless it is the tail to grow.
-        let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
-            continue;
-        };
-        let segment = Segment::from_stored(unpack(csv)?, unpack(keys)?)?;
-        read.stored.entry(owner).or_default().push((key, segment));
-    }
-    for segments in read.stored.values_mut() {
-        segments.sort_unstable_by_key(|(key, _)| *key);
-    }
-    Ok(read)
-}
-
 /// The columns of a table of segments, as `COPY` writes them: owner, last key, first vega
 /// time, lines, the lines and their index; then, in a table with [`Table::first_keys`], the
 /// rest of the first key.
@@ -366,9 +293,6 @@ const BASE_COLUMNS: usize = 9;
 /// `COPY`: each segment is compressed as the copy reaches it, while the server takes the
 /// previous ones.
 fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> Result<(), Error> {
-    if fresh.is_empty() {
-        return Ok(());
-    }
     let sink = tx
         .copy_in(&format!("COPY {} FROM STDIN (FORMAT binary)", table.name))
         .map_err(map_err)?;

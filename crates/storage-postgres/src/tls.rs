@@ -30,8 +30,8 @@ use rustls::server::ParsedCertificate;
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::Error;
-use crate::url::redact;
+use storage::Error;
+use storage::redact;
 
 /// libpq's `sslmode` values this client supports (`allow`, plain text first, is not one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
 
 use super::{Check, Tls, split};
-use crate::Error;
-use crate::postgres::Manager;
+use crate::Manager;
+use storage::Error;
 
 #[track_caller]
 fn check(url: &str, expected_url: &str, expected_check: Check) {

@@ -16,9 +16,9 @@ use postgres::{Client, GenericClient, Transaction};
 
 use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
-use crate::segment::{Line, LineKey};
-use crate::tip;
-use crate::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, OracleRow};
+use storage::segment::{Line, LineKey};
+use storage::tip;
+use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, OracleRow};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
@@ -372,7 +372,7 @@ impl IngestWriter for PgWriter {
             .collect())
     }
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        crate::model::commit_whole(self, batch, Self::write, |writer| {
+        storage::backend::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
             writer.highest = None;
             writer.ledger.forget();

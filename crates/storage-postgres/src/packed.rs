@@ -13,8 +13,8 @@
 
 use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
 
-use crate::Error;
-use crate::error::Bug;
+use storage::Bug;
+use storage::Error;
 
 /// Bytes of the size prefix.
 const PREFIX: usize = 4;

@@ -12,9 +12,10 @@ use postgres::{Client, Transaction};
 
 use super::map_err;
 use super::segments::{self, ALL_DATA, ORACLE};
-use crate::Error;
-use crate::error::{ROW_FORMAT, row_format_mismatch};
-use crate::segment::Line;
+use storage::Error;
+use storage::ROW_FORMAT;
+use storage::backend::{Migrated, row_format_mismatch};
+use storage::segment::Line;
 
 /// The value of `created_by` that marks the schema as ours.
 pub(super) const CREATED_BY: &str = "vega-datanode-lite";
@@ -226,15 +227,6 @@ fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
     }
     tx.batch_execute("DROP TABLE oracle_spec_data, oracle_data")
         .map_err(map_err)
-}
-
-/// What a migration did (`PgStore::migrate`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Migrated {
-    /// The schema version found (0: none).
-    pub from: u32,
-    /// The schema version now.
-    pub to: u32,
 }
 
 /// Creates or upgrades the schema.

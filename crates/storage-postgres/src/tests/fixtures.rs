@@ -5,8 +5,8 @@
 //! migration list.
 
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
-use crate::postgres::{PgConfig, PgStore};
-use crate::suite::golden::{check_answers, fixture};
+use crate::{PgConfig, PgStore};
+use storage::suite::golden::{check_answers, fixture};
 
 /// A new test database holding the dump `name`, or `None` when the test skips.
 fn load(test: &str, name: &str) -> Option<TestDatabase> {

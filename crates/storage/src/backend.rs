@@ -1,0 +1,128 @@
+//! What a backend is, as the programs that compose one see it, and what backend implementations
+//! share.
+//!
+//! A program picks its backend once, from the database's URL or path, as a [`Backend`]; from
+//! then on it sees only a [`Store`] to read and a boxed [`IngestWriter`] to write. A backend
+//! crate (SQLite here, PostgreSQL in `storage-postgres`) implements both traits and runs the
+//! conformance suite (`suite`, behind the `suite` feature) against its store and writer.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use ledger_core::TimeRange;
+
+use crate::{ChainState, Error, Examples, Health, IngestBatch, IngestWriter, LedgerStore};
+use crate::{OracleStore, ROW_FORMAT};
+
+/// Everything the HTTP layer reads, in one bound: implemented by every type that implements the
+/// three read traits, so that one `Arc<dyn ReadStore>` stands for all three.
+pub trait ReadStore: LedgerStore + OracleStore + Health {}
+
+impl<T: LedgerStore + OracleStore + Health> ReadStore for T {}
+
+/// A store opened to serve: everything the HTTP layer reads, and what operators' commands ask
+/// of the stored chain.
+pub trait Store: ReadStore {
+    /// The chain id and the first and last stored blocks, read in one snapshot.
+    fn chain(&self) -> Result<ChainState, Error>;
+
+    /// Real ids to show in example URLs; all `None` for an empty store.
+    fn examples(&self) -> Result<Examples, Error>;
+
+    /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag (a store
+    /// whose tip never lags does nothing).
+    fn refresh_chain_tip(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// One database of one backend, not opened yet: what `serve`, `ingest`, `migrate` and `check`
+/// open it as.
+pub trait Backend: Send + Sync {
+    /// What to call the database in messages and logs (never a password).
+    fn describe(&self) -> String;
+
+    /// Whether there is a database to open. A file-backed store answers whether its file
+    /// exists; a server-backed one says `true` and lets [`open_store`](Self::open_store) fail.
+    fn exists(&self) -> bool;
+
+    /// Opens the store to serve, allowing `max_readers` reads at once (export permits plus page
+    /// slots), which sizes a pool where the backend has one. It checks the schema version and
+    /// row format; whether it also creates or migrates the schema is the backend's to say.
+    fn open_store(&self, max_readers: usize) -> Result<Arc<dyn Store>, Error>;
+
+    /// Opens the database's single writer, creating or migrating the schema first.
+    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error>;
+
+    /// Creates or upgrades the schema; says what was done.
+    fn migrate(&self) -> Result<Migrated, Error>;
+}
+
+/// What [`Backend::migrate`] did: the schema version before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema version found (0 for a database without our schema).
+    pub from: u32,
+    /// The schema version now.
+    pub to: u32,
+}
+
+impl std::fmt::Display for Migrated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.from == self.to {
+            write!(f, "schema up to date (version {})", self.to)
+        } else {
+            write!(
+                f,
+                "schema migrated from version {} to {}",
+                self.from, self.to
+            )
+        }
+    }
+}
+
+/// Appends `node` to `nodes` and returns where it lies there (an [`OraclePage`](crate::OraclePage)'s
+/// nodes share one buffer).
+pub fn push_node(nodes: &mut Vec<u8>, node: &[u8]) -> Range<usize> {
+    let start = nodes.len();
+    nodes.extend_from_slice(node);
+    start..nodes.len()
+}
+
+/// The half-open range as inclusive bounds, `None` when it holds no time at all: an open end
+/// must still include a row at `i64::MAX`, which no exclusive bound can.
+pub fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
+    let low = range.start().unwrap_or(i64::MIN);
+    let high = match range.end() {
+        Some(end) => end.checked_sub(1)?,
+        None => i64::MAX,
+    };
+    (low <= high).then_some((low, high))
+}
+
+/// The `commit` of every backend's writer: an empty batch writes nothing; a failed one makes
+/// `forget_keys` drop the writer's cached dictionary keys, since the keys handed out inside the
+/// failed transaction are gone with it.
+pub fn commit_whole<W>(
+    writer: &mut W,
+    batch: &IngestBatch,
+    write: fn(&mut W, &IngestBatch) -> Result<(), Error>,
+    forget_keys: fn(&mut W),
+) -> Result<(), Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let result = write(writer, batch);
+    if result.is_err() {
+        forget_keys(writer);
+    }
+    result
+}
+
+/// The refusal of a store written in another row format than [`ROW_FORMAT`].
+pub fn row_format_mismatch(found: &str) -> Error {
+    Error::Incompatible(format!(
+        "the database holds rows in format {found}, this program writes and reads format \
+         {ROW_FORMAT}: re-ingest the event stream into a new database"
+    ))
+}
