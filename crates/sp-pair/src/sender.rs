@@ -33,7 +33,14 @@ impl PairSender {
     /// Connects and exchanges headers (within [`Config::handshake_timeout`] of the default
     /// [`Config`]).
     pub fn dial(addr: impl ToSocketAddrs) -> Result<PairSender, DialError> {
-        let mut stream = TcpStream::connect(addr).map_err(DialError::Connect)?;
+        Self::over(TcpStream::connect(addr).map_err(DialError::Connect)?)
+    }
+
+    /// Exchanges headers over a connection already made (within
+    /// [`Config::handshake_timeout`] of the default [`Config`]): a caller that must know the
+    /// connection is made (queued by the listener's kernel) before the handshake answers
+    /// connects first.
+    pub fn over(mut stream: TcpStream) -> Result<PairSender, DialError> {
         let peer = stream.peer_addr().map_err(DialError::Connect)?;
         handshake::exchange(&mut stream, Config::default().handshake_timeout)
             .map_err(DialError::Handshake)?;

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sp_pair::{
     AcceptError, Config, DialError, HandshakeError, PairConnection, PairListener, PairSender,
@@ -291,18 +291,12 @@ fn a_second_peer_is_refused_while_one_is_connected() {
     let _ = second.read_to_end(&mut received);
     assert_eq!(received, b"", "closed without a header");
 
-    // A dialling sender sees its handshake fail.
-    let addr = listener.local_addr().unwrap();
-    let third = thread::spawn(move || PairSender::dial(addr));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let refused = loop {
-        let refused = listener.refuse_pending().unwrap();
-        if !refused.is_empty() || Instant::now() > deadline {
-            break refused;
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(refused.len(), 1);
+    // A dialling sender sees its handshake fail. Connected here, so that it is pending before
+    // the refusal; the handshake, which waits for the listener's answer, on a thread.
+    let third = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let third_addr = third.local_addr().unwrap();
+    let third = thread::spawn(move || PairSender::over(third));
+    assert_eq!(listener.refuse_pending().unwrap(), vec![third_addr]);
     let error = third.join().unwrap().unwrap_err();
     assert!(matches!(error, DialError::Handshake(_)), "{error:?}");
 
@@ -334,7 +328,8 @@ fn dialling_a_closed_port_fails_to_connect() {
 
 /// nng's `nngcat`: a peer we did not write.
 mod nngcat {
-    use std::process::{Child, Command, Stdio};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, ChildStdout, Command, Stdio};
 
     use super::*;
 
@@ -351,8 +346,35 @@ mod nngcat {
     /// Starts `nngcat` with `args`, or says why the test is skipped; under CI a missing
     /// `nngcat` fails the test.
     fn nngcat(args: &[&str]) -> Option<Peer> {
-        let spawned = Command::new("nngcat")
-            .args(args)
+        spawn(Command::new("nngcat").args(args))
+    }
+
+    /// Starts `nngcat` with `args`, which listen on port 0 (`--verbose` added), and waits for
+    /// it to say where it listens: no free port picked beforehand, so none to lose to another
+    /// process, and no dialling until it listens. Its standard output comes line-buffered
+    /// (`stdbuf`), since nngcat would otherwise hold the line until it exits; the reader holds
+    /// the rest of it.
+    fn nngcat_listening(args: &[&str]) -> Option<(Peer, SocketAddr, BufReader<ChildStdout>)> {
+        let mut peer = spawn(
+            Command::new("stdbuf")
+                .args(["-oL", "nngcat", "--verbose"])
+                .args(args),
+        )?;
+        let mut stdout = BufReader::new(peer.0.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim_end()
+            .strip_prefix("Listening at: tcp://")
+            .unwrap_or_else(|| panic!("nngcat said {line:?}, not where it listens"))
+            .parse()
+            .unwrap();
+        Some((peer, addr, stdout))
+    }
+
+    /// Starts `command`, or says why the test is skipped; under CI a missing `nngcat` fails.
+    fn spawn(command: &mut Command) -> Option<Peer> {
+        let spawned = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -428,33 +450,21 @@ mod nngcat {
 
     #[test]
     fn nngcat_pair0_listens_and_receives_ours() {
-        // A free port for nngcat to listen on (freed again at once).
-        let addr = listener(1).local_addr().unwrap();
-        let url = url(addr);
-        let Some(mut peer) = nngcat(&["--pair0", "--listen", &url, "--raw", "--recv-timeout", "2"])
-        else {
+        let Some((_peer, addr, mut output)) = nngcat_listening(&[
+            "--pair0",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--raw",
+            "--recv-timeout",
+            "2",
+        ]) else {
             return;
         };
-        // Dial the way Vega's core does: retry until the listener is up.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut sender = loop {
-            match PairSender::dial(addr) {
-                Ok(sender) => break sender,
-                Err(DialError::Connect(_)) if Instant::now() < deadline => {
-                    thread::sleep(Duration::from_millis(20))
-                }
-                Err(error) => panic!("{error:?}"),
-            }
-        };
+        let mut sender = PairSender::dial(addr).unwrap();
         sender.send_all([&b"one "[..], b"two ", b"three"]).unwrap();
-        let mut output = Vec::new();
-        peer.0
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_end(&mut output)
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&output), "one two three");
+        let mut received = Vec::new();
+        output.read_to_end(&mut received).unwrap();
+        assert_eq!(String::from_utf8_lossy(&received), "one two three");
     }
 
     /// A temporary file removed on drop (no tempfile crate for one file).
