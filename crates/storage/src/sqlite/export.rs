@@ -13,7 +13,7 @@ use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 /// A party's segments that end at or after the window's start (`?2`), in order; the scan stops
 /// at the first segment that starts after the window's end (`?3`), whose lines are not read.
 /// The index (`keys`) is read only for a segment that must be cut: at the window's edges, or
-/// every one when `?4` (an asset filter) is true. See `docs/ARCHITECTURE.md` for its plan.
+/// every one when `?4` (an asset filter) is true. See `docs/FORMAT.md` for its plan.
 pub(crate) const SCAN_SQL: &str = "SELECT first_time, last_time, lines, \
      CASE WHEN first_time <= ?3 THEN csv END, \
      CASE WHEN ?4 OR first_time < ?2 OR last_time > ?3 THEN keys END \

@@ -2,7 +2,7 @@
 //! clustered primary key, with no table scan and no sort step.
 //!
 //! The expected plans are the exact `EXPLAIN QUERY PLAN` details of the bundled SQLite, one
-//! line per plan node; `docs/ARCHITECTURE.md` quotes them.
+//! line per plan node; `docs/FORMAT.md` quotes them.
 
 use rusqlite::Connection;
 
