@@ -99,8 +99,7 @@ impl Db {
     /// Creates or upgrades the schema; returns a line saying what was done.
     pub fn migrate(&self) -> Result<String> {
         let done = match self {
-            Db::Sqlite(path) => SqliteStore::open(path, SqliteConfig::default())
-                .map(|_| "schema up to date".to_owned()),
+            Db::Sqlite(path) => SqliteStore::migrate(path).map(|()| "schema up to date".to_owned()),
             #[cfg(not(feature = "postgres"))]
             Db::Postgres(_) => Err(no_postgres()),
             #[cfg(feature = "postgres")]
@@ -157,7 +156,7 @@ pub fn check(db: &Db) -> Result<String> {
             let filter = ExportFilter {
                 party: party
                     .parse()
-                    .map_err(|_| storage::Error::Corrupt(format!("stored party id {party}")))?,
+                    .map_err(|_| storage::Damage::Value(format!("stored party id {party}")))?,
                 asset: None,
                 range: ledger_core::TimeRange::default(),
             };

@@ -50,13 +50,20 @@
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside
 //!   its schema version and refuses ([`Error::Incompatible`]) to serve or append to rows of
-//!   another format, and never changes a database that is not its own.
+//!   another format, and never changes a database that is not its own. The one older format it
+//!   upgrades, [`UPGRADABLE_FORMAT`], only an explicit migration upgrades; every other command
+//!   refuses it, naming that migration.
+//! - **Checksums.** Every stored blob carries a checksum written with it (`checksum.rs`), and
+//!   every read compares it before a byte of the blob is used: a mismatch is
+//!   [`Error::Corrupt`] naming the table and key ([`Place`]), never data.
 
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 #[cfg(feature = "sqlite")]
 mod any;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod checksum;
 mod error;
 mod model;
 #[cfg(feature = "postgres")]
@@ -73,7 +80,7 @@ mod url;
 
 #[cfg(feature = "sqlite")]
 pub use any::AnyStore;
-pub use error::{Bug, Error, ROW_FORMAT};
+pub use error::{Bug, Corruption, Damage, Error, Place, ROW_FORMAT, UPGRADABLE_FORMAT};
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,

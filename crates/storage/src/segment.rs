@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::ControlFlow;
 
-use crate::error::Bug;
+use crate::error::{Bug, Damage};
 use crate::{Error, ExportSink, ExportSummary};
 
 /// The CSV bytes after which a segment is sealed and the next line starts a new one.
@@ -105,6 +105,13 @@ pub(crate) const INDEX_ENTRY: usize = 44;
 
 /// A line's place in the total order: vega time, block, sequence number, entry index.
 pub(crate) type LineKey = (i64, i64, i64, i64);
+
+/// The key of a stored segment, as a damage report names it: its owner column and value, and
+/// its last line's key (the table's key columns).
+pub(crate) fn describe(owner: &str, id: i64, last: LineKey) -> String {
+    let (time, block, seq, idx) = last;
+    format!("{owner} {id} last ({time}, {block}, {seq}, {idx})")
+}
 
 /// The smallest key at a vega time: every line at `time` sorts at or after it.
 pub(crate) fn first_key_at(time: i64) -> LineKey {
@@ -202,7 +209,7 @@ impl<'a> SegmentRef<'a> {
     /// Checks a stored segment: whole index entries, line ends ascending and within the lines,
     /// the last one at their end, keys ascending.
     pub(crate) fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
-        let corrupt = |what: &str| Err(Error::Corrupt(format!("segment: {what}")));
+        let corrupt = |what: &'static str| Err(Damage::Segment(what).into());
         if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
         }

@@ -5,6 +5,7 @@
 //! backend instantiates the suite with [`backend_tests`], one `#[test]` per function, so SQLite
 //! and PostgreSQL run the very same checks.
 
+pub(crate) mod damage;
 mod export;
 pub(crate) mod golden;
 mod oracle;

@@ -40,7 +40,8 @@ use std::time::Duration;
 
 use postgres::{Client, Config, GenericClient, Statement};
 
-use crate::segment::SegmentRef;
+use crate::error::{Damage, Upgrade};
+use crate::segment::{self, SegmentRef};
 use crate::url::redact;
 use crate::{ChainTip, Error, Examples, Health};
 pub use ingest::PgWriter;
@@ -112,18 +113,22 @@ impl PgStore {
     }
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
-    /// once: they take turns under an advisory lock.
+    /// once: they take turns under an advisory lock. Rows of the
+    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
+    /// to every blob).
     pub fn migrate(url: &str) -> Result<Migrated, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
-        schema::migrate(&mut manager.connect()?)
+        schema::migrate(&mut manager.connect()?, Upgrade::Rows)
     }
 
     /// Migrates the database and opens its single writer, which holds the database's ingest
-    /// lock until it is dropped: a second writer is refused with [`Error::Busy`].
+    /// lock until it is dropped: a second writer is refused with [`Error::Busy`]. Rows of the
+    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are refused untouched, the message naming
+    /// `server migrate`: only [`PgStore::migrate`] upgrades them.
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;
-        schema::migrate(&mut client)?;
+        schema::migrate(&mut client, Upgrade::Refuse)?;
         PgWriter::new(client)
     }
 
@@ -153,20 +158,29 @@ impl PgStore {
             examples.party = row.get(1);
             let first = tx
                 .query_one(
-                    "SELECT csv, keys FROM ledger_segments WHERE party = $1 \
+                    "SELECT csv, keys, last_time, last_block, last_seq, last_idx \
+                     FROM ledger_segments WHERE party = $1 \
                      ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
                     &[&party],
                 )
                 .map_err(map_err)?;
-            let (csv, keys) = (packed::unpack(first.get(0))?, packed::unpack(first.get(1))?);
-            let segment = SegmentRef::new(&csv, &keys)?;
+            let at = |err: Error| {
+                err.at("ledger_segments", || {
+                    let last = (first.get(2), first.get(3), first.get(4), first.get(5));
+                    segment::describe("party", party.into(), last)
+                })
+            };
+            let (csv, keys) = packed::unpack(first.get(0), "csv")
+                .and_then(|csv| Ok((csv, packed::unpack(first.get(1), "keys")?)))
+                .map_err(at)?;
+            let segment = SegmentRef::new(&csv, &keys).map_err(at)?;
             if segment.len() > 0 {
                 let asset = segment.line(0).asset;
                 examples.asset = tx
                     .query_opt(
                         "SELECT encode(hex, 'hex') FROM assets WHERE id = $1",
                         &[&i32::try_from(asset).map_err(|_| {
-                            Error::Corrupt(format!("ledger segment of asset {asset}"))
+                            at(Damage::Value(format!("ledger segment of asset {asset}")).into())
                         })?],
                     )
                     .map_err(map_err)?

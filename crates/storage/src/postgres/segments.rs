@@ -332,7 +332,12 @@ fn touched(
         let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
             continue;
         };
-        let segment = Segment::from_stored(unpack(csv)?, unpack(keys)?)?;
+        let segment = unpack(csv, table.lines)
+            .and_then(|csv| Segment::from_stored(csv, unpack(keys, "keys")?))
+            .map_err(|err| {
+                let name = table.name;
+                err.at(name, || segment::describe(table.owner, owner.into(), key))
+            })?;
         read.stored.entry(owner).or_default().push((key, segment));
     }
     for segments in read.stored.values_mut() {

@@ -8,12 +8,12 @@ use rusqlite::{
 };
 
 use super::checkpoint::Checkpoints;
-use super::{connect, map_err};
+use super::{at_segment, connect, map_err, verified};
 use crate::segment::{self, Line, LineKey, SMALL_TAIL_BYTES, Segment, Tails};
-use crate::tip;
 use crate::{
     BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
 };
+use crate::{checksum, tip};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
 #[derive(Debug)]
@@ -213,7 +213,8 @@ fn insert_ledger(
         let mut insert = tx
             .prepare_cached(
                 "INSERT INTO ledger_segments (party, last_time, last_block, last_seq, last_idx, \
-                 first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 first_time, lines, csv_sum, keys_sum, csv, keys) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
             .map_err(map_err)?;
         if let Some(last) = segments.last() {
@@ -234,6 +235,8 @@ fn insert_ledger(
                     idx,
                     first.0,
                     segment.lines() as i64,
+                    checksum::to_sql(checksum::of(&segment.csv)),
+                    checksum::to_sql(checksum::of(&segment.keys)),
                     segment.csv,
                     segment.keys
                 ])
@@ -291,7 +294,8 @@ fn read_segments_from(
 ) -> Result<Vec<Segment>, Error> {
     let mut stmt = tx
         .prepare_cached(
-            "SELECT csv, keys FROM ledger_segments WHERE party = ?1 \
+            "SELECT csv, keys, csv_sum, keys_sum, last_time, last_block, last_seq, last_idx \
+             FROM ledger_segments WHERE party = ?1 \
              AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
              ORDER BY last_time, last_block, last_seq, last_idx",
         )
@@ -301,10 +305,12 @@ fn read_segments_from(
         .map_err(map_err)?;
     let mut segments = Vec::new();
     while let Some(row) = rows.next().map_err(map_err)? {
-        segments.push(Segment::from_stored(
-            row.get(0).map_err(map_err)?,
-            row.get(1).map_err(map_err)?,
-        )?);
+        // Damage is found here rather than copied into the rebuilt segments under new sums.
+        let segment = verified(row, (0, "csv"), 2)
+            .and_then(|csv| Ok((csv, verified(row, (1, "keys"), 3)?)))
+            .and_then(|(csv, keys)| Segment::from_stored(csv.to_vec(), keys.to_vec()))
+            .map_err(|err| at_segment(err, party, row, 4))?;
+        segments.push(segment);
     }
     Ok(segments)
 }
@@ -317,8 +323,8 @@ fn insert_oracle(
 ) -> Result<(), Error> {
     let mut insert_datum = tx
         .prepare_cached(
-            "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, json) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, sum, json) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(map_err)?;
     let mut insert_match = tx
@@ -334,7 +340,13 @@ fn insert_oracle(
             Error::signed("sequence number", row.position.seq)?,
         );
         insert_datum
-            .execute(params![time, block, seq, row.json])
+            .execute(params![
+                time,
+                block,
+                seq,
+                checksum::to_sql(checksum::of(&row.json)),
+                row.json
+            ])
             .map_err(map_err)?;
         for spec in &row.matched_specs {
             let spec = dictionaries.key(tx, Dictionary::Specs, spec.as_bytes())?;
