@@ -81,8 +81,8 @@ enum Command {
     /// checksum to every stored blob). `serve` never changes a PostgreSQL database.
     Migrate(admin::DbArgs),
     /// Check that a database can be served: schema version, row format, and a read through
-    /// the oracle data and one party's export.
-    Check(admin::DbArgs),
+    /// the oracle data and one party's export; with --deep, every stored unit verified.
+    Check(admin::CheckArgs),
     /// Print the settings `serve` and `ingest` would use, as a configuration file (passwords in
     /// database URLs hidden); with --default, a complete file of the defaults.
     Config(ConfigArgs),

@@ -7,7 +7,7 @@ use oracle_core::PageRequest;
 use crate::PgStore;
 use crate::{
     ChainState, ChainTip, Error, Examples, ExportSink, ExportSummary, Health, LedgerStore,
-    OraclePage, OracleStore, SqliteStore,
+    OraclePage, OracleStore, Scrub, ScrubProgress, SqliteStore,
 };
 
 /// A store of any backend compiled in, for programs that pick one at run time.
@@ -36,6 +36,15 @@ impl AnyStore {
             AnyStore::Sqlite(store) => store.examples(),
             #[cfg(feature = "postgres")]
             AnyStore::Postgres(store) => store.examples(),
+        }
+    }
+
+    /// Reads and verifies everything the store holds (`server check --deep`).
+    pub fn scrub(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error> {
+        match self {
+            AnyStore::Sqlite(store) => store.scrub(progress),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(store) => store.scrub(progress),
         }
     }
 

@@ -124,7 +124,7 @@ pub enum Damage {
     #[error("{0}")]
     Value(String),
     /// The backend itself reports its file damaged (SQLite's `SQLITE_CORRUPT`, `SQLITE_NOTADB`).
-    #[error("the store reports damage")]
+    #[error("the store reports damage: {0}")]
     Store(#[source] Box<dyn StdError + Send + Sync>),
 }
 

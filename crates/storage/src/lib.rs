@@ -69,6 +69,8 @@ mod model;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod scrub;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod segment;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -88,6 +90,8 @@ pub use model::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgConfig, PgStore, PgWriter};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use scrub::{Finding, Scrub, ScrubProgress};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteConfig, SqliteStore, SqliteWriter};
 pub use url::{is_url, redact};

@@ -27,6 +27,7 @@ mod packed;
 #[cfg(test)]
 mod query_plans;
 mod schema;
+mod scrub;
 mod segments;
 pub mod testing;
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod pool;
 #[cfg(test)]
 mod query_plans;
 mod schema;
+mod scrub;
 #[cfg(test)]
 mod tests;
 mod version;
