@@ -6,6 +6,7 @@
 // Tests may unwrap (STYLE.md).
 #![allow(clippy::unwrap_used)]
 
+mod damage;
 mod export;
 mod formats;
 mod limits;

@@ -118,6 +118,70 @@ impl Dataset {
         self.reference = Reference::from_ndjson(&self.stream);
     }
 
+    /// Flips a bit in the middle of the lines of `party`'s first ledger segment, behind the
+    /// store's back, its checksum left as it was.
+    pub fn damage_ledger(&self, party: &str) {
+        let row = match &self.place {
+            Place::Sqlite(_) => format!(
+                "rowid = (SELECT rowid FROM ledger_segments WHERE party = \
+                 (SELECT id FROM parties WHERE hex = x'{party}') ORDER BY last_time LIMIT 1)"
+            ),
+            Place::Postgres(_) => format!(
+                "(party, last_time) = (SELECT party, last_time FROM ledger_segments \
+                 WHERE party = (SELECT id FROM parties WHERE hex = decode('{party}', 'hex')) \
+                 ORDER BY last_time LIMIT 1)"
+            ),
+        };
+        self.flip_a_bit("ledger_segments", "csv", &row);
+    }
+
+    /// Flips a bit in the middle of the newest oracle datum as stored for the listing of all
+    /// data: its row in SQLite, the newest segment of all data in PostgreSQL.
+    pub fn damage_newest_oracle_data(&self) {
+        match &self.place {
+            Place::Sqlite(_) => self.flip_a_bit(
+                "oracle_data",
+                "json",
+                "(vega_time, block, seq) = (SELECT vega_time, block, seq FROM oracle_data \
+                 ORDER BY vega_time DESC, block DESC, seq DESC LIMIT 1)",
+            ),
+            Place::Postgres(_) => self.flip_a_bit(
+                "oracle_segments",
+                "json",
+                "spec = 0 AND last_time = (SELECT max(last_time) FROM oracle_segments \
+                 WHERE spec = 0)",
+            ),
+        }
+    }
+
+    /// Flips a bit in the middle of the blob `column` of the one row of `table` that `row`
+    /// selects.
+    fn flip_a_bit(&self, table: &str, column: &str, row: &str) {
+        let select = format!("SELECT {column} FROM {table} WHERE {row}");
+        let update =
+            |placeholder: &str| format!("UPDATE {table} SET {column} = {placeholder} WHERE {row}");
+        let flip = |mut bytes: Vec<u8>| {
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x04;
+            bytes
+        };
+        let changed = match &self.place {
+            Place::Sqlite(dir) => {
+                let conn = rusqlite::Connection::open(Place::sqlite_path(dir)).expect("open");
+                let bytes: Vec<u8> = conn.query_row(&select, [], |row| row.get(0)).expect("read");
+                conn.execute(&update("?1"), [flip(bytes)]).expect("damage") as u64
+            }
+            Place::Postgres(db) => {
+                let mut client = db.client();
+                let bytes: Vec<u8> = client.query_one(&select, &[]).expect("read").get(0);
+                client
+                    .execute(&update("$1"), &[&flip(bytes)])
+                    .expect("damage")
+            }
+        };
+        assert_eq!(changed, 1, "{select}");
+    }
+
     /// The vega time of the last block.
     pub fn last_time(&self) -> i64 {
         let entries = self.reference.entries.iter().map(|entry| entry.key.0);

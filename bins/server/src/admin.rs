@@ -21,10 +21,27 @@ pub fn migrate(args: DbArgs) -> Result<()> {
     Ok(())
 }
 
-/// `check`: reads the database as `serve` would, failing on anything it cannot serve.
-pub fn check(args: DbArgs) -> Result<()> {
-    let db = backend::backend(args.db.as_deref())?;
-    let done = backend::check(&*db)?;
+/// Flags of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Read and verify every stored unit (each segment's and datum's checksum and index) and
+    /// the store's own integrity (SQLite's `PRAGMA integrity_check`), print what is damaged and
+    /// what it affects, and fail when anything is; progress on standard error. Reads only.
+    #[arg(long)]
+    deep: bool,
+}
+
+/// `check`: reads the database as `serve` would, failing on anything it cannot serve; with
+/// `--deep`, reads all of it.
+pub fn check(args: CheckArgs) -> Result<()> {
+    let db = backend::backend(args.db.db.as_deref())?;
+    let done = if args.deep {
+        backend::check_deep(&*db)?
+    } else {
+        backend::check(&*db)?
+    };
     println!("{}: {done}", db.describe());
     Ok(())
 }

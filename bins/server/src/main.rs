@@ -76,12 +76,13 @@ enum Command {
     /// Write a synthetic, internally consistent Vega event stream.
     Generate(generate::GenerateArgs),
     /// Create or upgrade the schema of a database (safe when several run at once). `ingest`
-    /// does this by itself, and so does opening an SQLite file (`serve`, `check`); `serve`
-    /// never changes a PostgreSQL database.
+    /// does this by itself, and so does opening an SQLite file (`serve`, `check`), but for
+    /// rows of an older row format: only `migrate` upgrades them (row format 4 to 5 adds a
+    /// checksum to every stored blob). `serve` never changes a PostgreSQL database.
     Migrate(admin::DbArgs),
     /// Check that a database can be served: schema version, row format, and a read through
-    /// the oracle data and one party's export.
-    Check(admin::DbArgs),
+    /// the oracle data and one party's export; with --deep, every stored unit verified.
+    Check(admin::CheckArgs),
     /// Print the settings `serve` and `ingest` would use, as a configuration file (passwords in
     /// database URLs hidden); with --default, a complete file of the defaults.
     Config(ConfigArgs),

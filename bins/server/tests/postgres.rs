@@ -255,3 +255,47 @@ fn passwords_never_appear_in_messages() {
         assert!(!text.contains("s3cret"), "{text}");
     }
 }
+
+/// `check --deep` reads every segment: one with a bit flipped inside its packed lines is
+/// named, with the party whose export it breaks, and the check fails; the others verify.
+#[test]
+fn check_deep_names_a_damaged_segment() {
+    let Some(db) = TestDatabase::create("check_deep_names_a_damaged_segment") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let events = events(dir.path(), "30");
+    ok(server().args(["ingest", "--db", db.url()]).arg(&events));
+    assert!(ok(server().args(["check", "--deep", "--db", db.url()])).contains("none damaged"));
+    let mut client = db.client();
+    let row = client
+        .query_one(
+            "SELECT s.party, s.last_time, s.csv, encode(p.hex, 'hex') FROM ledger_segments s \
+             JOIN parties p ON p.id = s.party ORDER BY s.party, s.last_time LIMIT 1",
+            &[],
+        )
+        .unwrap();
+    let (party, last_time, mut csv, hex): (i32, i64, Vec<u8>, String) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let middle = csv.len() / 2;
+    csv[middle] ^= 0x04;
+    client
+        .execute(
+            "UPDATE ledger_segments SET csv = $1 WHERE party = $2 AND last_time = $3",
+            &[&csv, &party, &last_time],
+        )
+        .unwrap();
+    let (success, text) = output(server().args(["check", "--deep", "--db", db.url()]));
+    assert!(!success, "{text}");
+    let damaged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("damaged: "))
+        .collect();
+    assert_eq!(damaged.len(), 1, "{text}");
+    assert!(
+        damaged[0].starts_with(&format!(
+            "damaged: ledger_segments party {party} last ({last_time}, "
+        )) && damaged[0].ends_with(&format!("affects the export of party {hex}")),
+        "{text}"
+    );
+}

@@ -69,7 +69,7 @@ impl FakeStore {
         if self.unavailable {
             Error::Unavailable("disk on fire".into())
         } else {
-            Error::Corrupt("disk on fire".to_owned())
+            storage::Damage::Value("disk on fire".to_owned()).into()
         }
     }
 

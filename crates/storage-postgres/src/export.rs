@@ -25,8 +25,8 @@ use postgres::types::Type;
 use super::packed::unpack_into;
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::backend::inclusive_bounds;
-use storage::segment::SegmentRef;
-use storage::{Error, ExportSink, ExportSummary, LedgerStore};
+use storage::segment::{self, SegmentRef};
+use storage::{Damage, Error, ExportSink, ExportSummary, LedgerStore};
 
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
@@ -65,7 +65,8 @@ impl Scan {
             None => format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END"),
         };
         format!(
-            "SELECT lines, csv, {keys} FROM ledger_segments \
+            "SELECT lines, csv, {keys}, last_time, last_block, last_seq, last_idx \
+             FROM ledger_segments \
              WHERE party = {party} AND last_time >= {low} AND first_time <= {high} \
              ORDER BY last_time, last_block, last_seq, last_idx"
         )
@@ -80,16 +81,38 @@ impl Scan {
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> Result<ControlFlow<()>, Error> {
-        unpack_into(row.try_get(1).map_err(map_err)?, &mut buffers.csv)?;
+        self.send_verified(row, buffers, sink, summary)
+            .map_err(|err| {
+                err.at("ledger_segments", || {
+                    let last = (3..7).map(|column| row.try_get::<i64>(column));
+                    match last.collect::<Result<Vec<_>, _>>().as_deref() {
+                        Ok(&[time, block, seq, idx]) => {
+                            segment::describe("party", self.party.into(), (time, block, seq, idx))
+                        }
+                        _ => format!("party {}", self.party),
+                    }
+                })
+            })
+    }
+
+    /// [`Scan::send`], each blob's checksum verified as it is unpacked.
+    fn send_verified(
+        &self,
+        row: &BinaryCopyOutRow,
+        buffers: &mut Buffers,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> Result<ControlFlow<()>, Error> {
+        unpack_into(row.try_get(1).map_err(map_err)?, "csv", &mut buffers.csv)?;
         if let Some(keys) = row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
-            unpack_into(keys, &mut buffers.keys)?;
+            unpack_into(keys, "keys", &mut buffers.keys)?;
             let segment = SegmentRef::new(&buffers.csv, &buffers.keys)?;
             let asset = self.asset.map(i64::from);
             return Ok(segment.emit(self.low, self.high, asset, sink, summary));
         }
         let lines = row.try_get::<i32>(0).map_err(map_err)?;
         let lines = u64::try_from(lines)
-            .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
+            .map_err(|_| Damage::Value(format!("ledger segment of {lines} lines")))?;
         summary.rows += lines;
         let flow = sink.rows(&buffers.csv, lines);
         summary.stopped = flow.is_break();
@@ -99,6 +122,17 @@ impl Scan {
 
 /// An export's decompressed segment, its lines and its index: allocated once per export and
 /// reused for every segment.
+/// The types of [`Scan::sql`]'s columns: lines, csv, keys, the last key.
+const COLUMNS: &[Type] = &[
+    Type::INT4,
+    Type::BYTEA,
+    Type::BYTEA,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+];
+
 #[derive(Default)]
 struct Buffers {
     csv: Vec<u8>,
@@ -151,7 +185,7 @@ fn export(
         let reader = tx
             .copy_out(&format!("COPY ({}) TO STDOUT (FORMAT binary)", scan.sql()))
             .map_err(map_err)?;
-        let mut rows = BinaryCopyOutIter::new(reader, &[Type::INT4, Type::BYTEA, Type::BYTEA]);
+        let mut rows = BinaryCopyOutIter::new(reader, COLUMNS);
         let mut buffers = Buffers::default();
         while let Some(row) = rows.next().map_err(map_err)? {
             if scan

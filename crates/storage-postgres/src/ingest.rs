@@ -16,6 +16,7 @@ use postgres::{Client, GenericClient, Transaction};
 
 use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
+use storage::Damage;
 use storage::segment::{Line, LineKey};
 use storage::tip;
 use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, OracleRow};
@@ -80,7 +81,7 @@ fn resolve<'h>(
         let hex: &[u8] = row.get(1);
         let hex: [u8; 32] = hex
             .try_into()
-            .map_err(|_| Error::Corrupt(format!("{table} holds an id of {} bytes", hex.len())))?;
+            .map_err(|_| Damage::Value(format!("{table} holds an id of {} bytes", hex.len())))?;
         cache.insert(hex, row.get(0));
     }
     Ok(())

@@ -30,6 +30,7 @@ mod packed;
 #[cfg(test)]
 mod query_plans;
 mod schema;
+mod scrub;
 mod segments;
 #[cfg(test)]
 mod tests;
@@ -45,9 +46,12 @@ use postgres::{Client, Config, GenericClient, Statement};
 
 pub use ingest::PgWriter;
 use storage::backend::Migrated;
-use storage::redact;
-use storage::segment::SegmentRef;
-use storage::{Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Store};
+use storage::segment::{self, SegmentRef};
+use storage::{
+    Backend, ChainState, ChainTip, Damage, Error, Examples, Health, IngestWriter, Scrub,
+    ScrubProgress, Store, Upgrade,
+    redact,
+};
 
 /// Tuning of a [`PgStore`].
 #[derive(Clone, Debug)]
@@ -115,18 +119,22 @@ impl PgStore {
     }
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
-    /// once: they take turns under an advisory lock.
+    /// once: they take turns under an advisory lock. Rows of the
+    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
+    /// to every blob).
     pub fn migrate(url: &str) -> Result<Migrated, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
-        schema::migrate(&mut manager.connect()?)
+        schema::migrate(&mut manager.connect()?, Upgrade::Rows)
     }
 
     /// Migrates the database and opens its single writer, which holds the database's ingest
-    /// lock until it is dropped: a second writer is refused with [`Error::Busy`].
+    /// lock until it is dropped: a second writer is refused with [`Error::Busy`]. Rows of the
+    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are refused untouched, the message naming
+    /// `server migrate`: only [`PgStore::migrate`] upgrades them.
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;
-        schema::migrate(&mut client)?;
+        schema::migrate(&mut client, Upgrade::Refuse)?;
         PgWriter::new(client)
     }
 
@@ -190,6 +198,10 @@ impl Store for PgStore {
         ingest::chain_state(&mut tx)
     }
 
+    fn scrub(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error> {
+        self.scrub_all(progress)
+    }
+
     /// Real ids to show in example URLs; all `None` for an empty store. The party is the first
     /// with ledger lines, the asset that of its first line; read from one snapshot.
     fn examples(&self) -> Result<Examples, Error> {
@@ -209,20 +221,29 @@ impl Store for PgStore {
             examples.party = row.get(1);
             let first = tx
                 .query_one(
-                    "SELECT csv, keys FROM ledger_segments WHERE party = $1 \
+                    "SELECT csv, keys, last_time, last_block, last_seq, last_idx \
+                     FROM ledger_segments WHERE party = $1 \
                      ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
                     &[&party],
                 )
                 .map_err(map_err)?;
-            let (csv, keys) = (packed::unpack(first.get(0))?, packed::unpack(first.get(1))?);
-            let segment = SegmentRef::new(&csv, &keys)?;
+            let at = |err: Error| {
+                err.at("ledger_segments", || {
+                    let last = (first.get(2), first.get(3), first.get(4), first.get(5));
+                    segment::describe("party", party.into(), last)
+                })
+            };
+            let (csv, keys) = packed::unpack(first.get(0), "csv")
+                .and_then(|csv| Ok((csv, packed::unpack(first.get(1), "keys")?)))
+                .map_err(at)?;
+            let segment = SegmentRef::new(&csv, &keys).map_err(at)?;
             if !segment.is_empty() {
                 let asset = segment.line(0).asset;
                 examples.asset = tx
                     .query_opt(
                         "SELECT encode(hex, 'hex') FROM assets WHERE id = $1",
                         &[&i32::try_from(asset).map_err(|_| {
-                            Error::Corrupt(format!("ledger segment of asset {asset}"))
+                            at(Damage::Value(format!("ledger segment of asset {asset}")).into())
                         })?],
                     )
                     .map_err(map_err)?

@@ -10,7 +10,7 @@ use super::packed::unpack_into;
 use super::segments::ALL_DATA;
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::Bug;
-use storage::segment::{LineKey, SegmentRef};
+use storage::segment::{self, LineKey, SegmentRef};
 use storage::{Error, OraclePage, OracleStore};
 
 /// The most segments a scan's first statement looks at: it returns only as many of them as hold
@@ -161,8 +161,9 @@ impl SegmentScan {
             ""
         };
         format!(
-            "SELECT t.json, t.keys FROM (\
-             SELECT s.json, s.keys, sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
+            "SELECT t.json, t.keys, t.last_time, t.last_block, t.last_seq, t.last_idx FROM (\
+             SELECT s.json, s.keys, s.last_time, s.last_block, s.last_seq, s.last_idx, \
+             sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
              SELECT * FROM oracle_segments s WHERE s.spec = $1{range} ORDER BY {order} \
              LIMIT $2) s WINDOW w AS (ORDER BY {order} ROWS UNBOUNDED PRECEDING)) t \
              WHERE t.upto - t.lines < $3"
@@ -217,9 +218,15 @@ fn scan(
         for row in &found {
             json.clear();
             keys.clear();
-            unpack_into(row.get(0), &mut json)?;
-            unpack_into(row.get(1), &mut keys)?;
-            let segment = SegmentRef::new(&json, &keys)?;
+            let segment = unpack_into(row.get(0), "json", &mut json)
+                .and_then(|()| unpack_into(row.get(1), "keys", &mut keys))
+                .and_then(|()| SegmentRef::new(&json, &keys))
+                .map_err(|err| {
+                    err.at("oracle_segments", || {
+                        let last = (row.get(2), row.get(3), row.get(4), row.get(5));
+                        segment::describe("spec", owner.into(), last)
+                    })
+                })?;
             // The next statement starts beyond the last segment read: before its first datum
             // when descending, after its last one otherwise (a stored segment is never empty).
             if let Some(last) = segment.len().checked_sub(1) {

@@ -10,12 +10,11 @@
 
 use postgres::{Client, Transaction};
 
-use super::map_err;
-use super::segments::{self, ALL_DATA, ORACLE};
-use storage::Error;
-use storage::ROW_FORMAT;
-use storage::backend::{Migrated, row_format_mismatch};
+use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
+use super::{map_err, packed};
+use storage::backend::Migrated;
 use storage::segment::Line;
+use storage::{Error, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch, upgrade_needed};
 
 /// The value of `created_by` that marks the schema as ours.
 pub(super) const CREATED_BY: &str = "vega-datanode-lite";
@@ -183,7 +182,67 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     ALTER TABLE blocks DROP CONSTRAINT blocks_pkey;
     ALTER TABLE blocks ADD PRIMARY KEY (height, seq_base);
     "),
+    // 7: row format 5, a checksum inside every packed blob (`packed.rs`), added to each stored
+    // blob of a database of format 4 by `add_checksums`; the lines are those of format 4, so
+    // such a database is upgraded in place. Only `server migrate` runs this over rows
+    // (`migrate`'s `upgrade`).
+    Migration {
+        sql: "",
+        then: Some(add_checksums),
+    },
 ];
+
+/// Segments rewritten per fetch by [`add_checksums`]: a few megabytes of ledger blobs.
+const CHECKSUM_ROWS: i32 = 64;
+
+/// Migration 7's step: in a database of row format 4, every blob of both tables of segments
+/// packed again with its checksum, a fetch of [`CHECKSUM_ROWS`] at a time, each row updated in
+/// place by its primary key, and the database labelled format 5. A database labelled with
+/// another format holds no blob of format 4: none at all (it is new), or only blobs that an
+/// earlier migration of this run wrote (migration 5 packs as today's writer does).
+fn add_checksums(tx: &mut Transaction<'_>) -> Result<(), Error> {
+    if row_format(tx)? != UPGRADABLE_FORMAT.to_string() {
+        return Ok(());
+    }
+    tx.execute(
+        "UPDATE schema_info SET value = $1 WHERE key = 'row_format'",
+        &[&ROW_FORMAT.to_string()],
+    )
+    .map_err(map_err)?;
+    for table in [&LEDGER, &ORACLE] {
+        let (name, owner, lines) = (table.name, table.owner, table.lines);
+        let key = format!("{owner}, last_time, last_block, last_seq, last_idx");
+        let update = tx
+            .prepare(&format!(
+                "UPDATE {name} SET {lines} = $6, keys = $7 \
+                 WHERE ({key}) = ($1, $2, $3, $4, $5)"
+            ))
+            .map_err(map_err)?;
+        let portal = tx
+            .bind(&format!("SELECT {key}, {lines}, keys FROM {name}"), &[])
+            .map_err(map_err)?;
+        loop {
+            let rows = tx.query_portal(&portal, CHECKSUM_ROWS).map_err(map_err)?;
+            if rows.is_empty() {
+                break;
+            }
+            for row in rows {
+                let owner: i32 = row.get(0);
+                let last: [i64; 4] = [row.get(1), row.get(2), row.get(3), row.get(4)];
+                let lines = packed::add_checksum(row.get(5));
+                let keys = packed::add_checksum(row.get(6));
+                tx.execute(
+                    &update,
+                    &[
+                        &owner, &last[0], &last[1], &last[2], &last[3], &lines, &keys,
+                    ],
+                )
+                .map_err(map_err)?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Rows moved per statement by [`oracle_into_segments`]: a writer's batch, about.
 const MOVE_ROWS: i32 = 50_000;
@@ -230,7 +289,7 @@ fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
 }
 
 /// Creates or upgrades the schema.
-pub(super) fn migrate(client: &mut Client) -> Result<Migrated, Error> {
+pub(super) fn migrate(client: &mut Client, upgrade: Upgrade) -> Result<Migrated, Error> {
     let mut tx = client.transaction().map_err(map_err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])
         .map_err(map_err)?;
@@ -254,7 +313,9 @@ pub(super) fn migrate(client: &mut Client) -> Result<Migrated, Error> {
     check_version(from)?;
     // Before any migration: rows of another format are refused, never converted (migration 2
     // drops `ledger_rows`), and the refusal leaves the database as it was.
-    check_row_format(&mut tx)?;
+    if upgrade == Upgrade::Refuse || row_format(&mut tx)? != UPGRADABLE_FORMAT.to_string() {
+        check_row_format(&mut tx)?;
+    }
     for migration in &MIGRATIONS[from as usize..] {
         tx.batch_execute(migration.sql).map_err(map_err)?;
         if let Some(then) = migration.then {
@@ -361,17 +422,26 @@ fn check_version(version: u32) -> Result<(), Error> {
     Ok(())
 }
 
+/// Refuses rows of another format than this program's: those of the [`UPGRADABLE_FORMAT`]
+/// naming `server migrate`, any other one naming a new ingest.
 fn check_row_format(tx: &mut Transaction<'_>) -> Result<(), Error> {
-    let found: String = tx
+    let found = row_format(tx)?;
+    if found == ROW_FORMAT.to_string() {
+        Ok(())
+    } else if found == UPGRADABLE_FORMAT.to_string() {
+        Err(upgrade_needed("server migrate --db URL"))
+    } else {
+        Err(row_format_mismatch(&found))
+    }
+}
+
+/// The recorded row format.
+fn row_format(tx: &mut Transaction<'_>) -> Result<String, Error> {
+    let row = tx
         .query_one(
             "SELECT value FROM schema_info WHERE key = 'row_format'",
             &[],
         )
-        .map_err(map_err)?
-        .get(0);
-    if found == ROW_FORMAT.to_string() {
-        Ok(())
-    } else {
-        Err(row_format_mismatch(&found))
-    }
+        .map_err(map_err)?;
+    Ok(row.get(0))
 }

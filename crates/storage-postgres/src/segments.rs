@@ -221,7 +221,14 @@ impl SegmentTable for PgTable<'_, '_> {
             let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
                 continue;
             };
-            let segment = Segment::from_stored(unpack(csv)?, unpack(keys)?)?;
+            let table = self.table;
+            let segment = unpack(csv, table.lines)
+                .and_then(|csv| Segment::from_stored(csv, unpack(keys, "keys")?))
+                .map_err(|err| {
+                    err.at(table.name, || {
+                        segment::describe(table.owner, owner.into(), key)
+                    })
+                })?;
             read.stored.entry(owner).or_default().push((key, segment));
         }
         Ok(read)

@@ -3,6 +3,7 @@
 //! connections. Each test has a database of its own (see the `testdb` crate: the local server by
 //! default, skipped only with `DATANODE_TEST_PG=skip`).
 
+mod damage;
 mod fixtures;
 mod segments;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ledger_core::TimeRange;
 
 use crate::{ChainState, Error, Examples, Health, IngestBatch, IngestWriter, LedgerStore};
-use crate::{OracleStore, ROW_FORMAT};
+use crate::{OracleStore, Scrub, ScrubProgress};
 
 /// Everything the HTTP layer reads, in one bound: implemented by every type that implements the
 /// three read traits, so that one `Arc<dyn ReadStore>` stands for all three.
@@ -28,6 +28,11 @@ pub trait Store: ReadStore {
 
     /// Real ids to show in example URLs; all `None` for an empty store.
     fn examples(&self) -> Result<Examples, Error>;
+
+    /// Reads and verifies everything the store holds (`server check --deep`), reporting each
+    /// unit read to `progress`; damage found is a [`Finding`](crate::Finding) of the answer, not
+    /// an error.
+    fn scrub(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error>;
 
     /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag (a store
     /// whose tip never lags does nothing).
@@ -117,12 +122,4 @@ pub fn commit_whole<W>(
         forget_keys(writer);
     }
     result
-}
-
-/// The refusal of a store written in another row format than [`ROW_FORMAT`].
-pub fn row_format_mismatch(found: &str) -> Error {
-    Error::Incompatible(format!(
-        "the database holds rows in format {found}, this program writes and reads format \
-         {ROW_FORMAT}: re-ingest the event stream into a new database"
-    ))
 }

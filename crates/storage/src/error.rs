@@ -10,9 +10,11 @@ pub enum Error {
     /// lost); retrying later may succeed, and a server answers 503 with `Retry-After`.
     #[error("storage unavailable")]
     Unavailable(#[source] Box<dyn StdError + Send + Sync>),
-    /// The stored data are damaged: a read found what no writer of this program stores.
+    /// The stored data are damaged: a read found what no writer of this program stores (a
+    /// checksum that does not match, an index that does not fit its lines). Never served: an
+    /// export that has not started answers 500, one that has is cut.
     #[error("storage corrupt: {0}")]
-    Corrupt(String),
+    Corrupt(Corruption),
     /// The store is not one this program may use as it is: someone else's database, a schema
     /// not created yet, a newer schema version, or rows in another row format. The message says
     /// what to do (migrate, ingest, re-ingest); nothing was changed.
@@ -77,7 +79,80 @@ impl From<Bug> for Error {
     }
 }
 
+/// What [`Error::Corrupt`] found: the damage, and where when the reader knows it.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{damage}", place.as_ref().map(|place| format!("{place}: ")).unwrap_or_default())]
+pub struct Corruption {
+    /// The stored unit found damaged: its table and key.
+    pub place: Option<Place>,
+    /// What is wrong with it.
+    pub damage: Damage,
+}
+
+/// A stored unit: the table and the key of its row.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{table} {key}")]
+pub struct Place {
+    /// The table (`ledger_segments`, `oracle_data`, `oracle_segments`, …).
+    pub table: &'static str,
+    /// The row's key, as the table's key columns name it (`party 3 last (t, b, s, i)`).
+    pub key: String,
+}
+
+/// The kinds of damage a read recognises.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Damage {
+    /// A blob's bytes do not match the checksum written with them at ingest.
+    #[error("checksum of {blob} is {computed:08x}, {stored:08x} was stored")]
+    Checksum {
+        /// The blob's column (`csv`, `keys`, `json`).
+        blob: &'static str,
+        /// The checksum stored with it.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// A segment's index does not describe its lines.
+    #[error("segment: {0}")]
+    Segment(&'static str),
+    /// A compressed blob that does not decode to the size it states.
+    #[error("compressed blob: {0}")]
+    Packed(String),
+    /// A stored value that no writer stores (a negative count or height, an id of the wrong
+    /// length).
+    #[error("{0}")]
+    Value(String),
+    /// The backend itself reports its file damaged (SQLite's `SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+    #[error("the store reports damage: {0}")]
+    Store(#[source] Box<dyn StdError + Send + Sync>),
+}
+
+impl From<Damage> for Error {
+    fn from(damage: Damage) -> Error {
+        Error::Corrupt(Corruption {
+            place: None,
+            damage,
+        })
+    }
+}
+
 impl Error {
+    /// Names the stored unit a [`Error::Corrupt`] was found in, unless it is named already;
+    /// any other error is returned as it is. `key` is only called for damage.
+    pub fn at(self, table: &'static str, key: impl FnOnce() -> String) -> Error {
+        match self {
+            Error::Corrupt(Corruption {
+                place: None,
+                damage,
+            }) => Error::Corrupt(Corruption {
+                place: Some(Place { table, key: key() }),
+                damage,
+            }),
+            other => other,
+        }
+    }
+
     /// A height or sequence number as the signed 64-bit integer every store holds.
     pub fn signed(what: &'static str, value: u64) -> Result<i64, Error> {
         i64::try_from(value).map_err(|_| Error::OutOfRange { what, value })
@@ -95,4 +170,40 @@ impl Error {
 /// Format 4: the ledger lines' `vega_time` column is written as Vega's export writes it
 /// (`2023-03-10 10:24:30.507963+00`, PostgreSQL's text of a `timestamptz`) instead of RFC 3339
 /// with nine fraction digits; every database of an earlier format is refused.
-pub const ROW_FORMAT: u32 = 4;
+/// Format 5: every stored blob carries a checksum written at ingest and verified on every read
+/// (`checksum.rs`): SQLite in columns beside the blobs, PostgreSQL inside each packed blob. The
+/// bytes of the lines are those of format 4, so `server migrate` upgrades a database of format
+/// 4 by computing the checksums ([`UPGRADABLE_FORMAT`]); every other format is refused.
+pub const ROW_FORMAT: u32 = 5;
+
+/// The one older row format that `migrate` upgrades in place: format 4 is format 5 without
+/// checksums. Every other command refuses it, naming the migration to run.
+pub const UPGRADABLE_FORMAT: u32 = 4;
+
+/// Whether a migration may upgrade rows of the [`UPGRADABLE_FORMAT`] (`server migrate`), or
+/// refuses them naming the command that does (every other command).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upgrade {
+    /// Upgrade them.
+    Rows,
+    /// Refuse them.
+    Refuse,
+}
+
+/// The message for a store in the [`UPGRADABLE_FORMAT`], opened by a command that does not
+/// upgrade: `migrate` names the command to run (with the database's path or `URL`).
+pub fn upgrade_needed(migrate: &str) -> Error {
+    Error::Incompatible(format!(
+        "the database holds rows in format {UPGRADABLE_FORMAT}, without checksums; this \
+         program reads format {ROW_FORMAT}: run `{migrate}` to add them (it keeps every row), \
+         then start again; the database was left untouched"
+    ))
+}
+
+/// The message for a store written in another row format (only the backends read formats).
+pub fn row_format_mismatch(found: &str) -> Error {
+    Error::Incompatible(format!(
+        "the database holds rows in format {found}, this program writes and reads format \
+         {ROW_FORMAT}: re-ingest the event stream into a new database"
+    ))
+}

@@ -55,14 +55,21 @@
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside
 //!   its schema version and refuses ([`Error::Incompatible`]) to serve or append to rows of
-//!   another format, and never changes a database that is not its own.
+//!   another format, and never changes a database that is not its own. The one older format it
+//!   upgrades, [`UPGRADABLE_FORMAT`], only an explicit migration upgrades; every other command
+//!   refuses it, naming that migration.
+//! - **Checksums.** Every stored blob carries a checksum written with it (`checksum.rs`), and
+//!   every read compares it before a byte of the blob is used: a mismatch is
+//!   [`Error::Corrupt`] naming the table and key ([`Place`]), never data.
 
 // Tests may unwrap (STYLE.md); the library itself is still linted without `cfg(test)`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod backend;
+pub mod checksum;
 mod error;
 mod model;
+mod scrub;
 pub mod segment;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -72,12 +79,16 @@ pub mod tip;
 mod url;
 
 pub use backend::{Backend, Migrated, ReadStore, Store};
-pub use error::{Bug, Error, ROW_FORMAT};
+pub use error::{
+    Bug, Corruption, Damage, Error, Place, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade,
+    row_format_mismatch, upgrade_needed,
+};
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,
     OracleRow, OracleStore,
 };
+pub use scrub::{Finding, Scrub, ScrubProgress};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteBackend, SqliteConfig, SqliteStore, SqliteWriter};
 pub use url::{is_url, redact};

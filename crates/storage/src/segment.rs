@@ -21,7 +21,7 @@ use std::ops::ControlFlow;
 
 pub use engine::{Ask, Engine, Kept, Packing, SegmentTable, Touched};
 
-use crate::error::Bug;
+use crate::error::{Bug, Damage};
 use crate::{Error, ExportSink, ExportSummary};
 
 /// The CSV bytes after which a segment is sealed and the next line starts a new one.
@@ -109,6 +109,13 @@ pub const INDEX_ENTRY: usize = 44;
 
 /// A line's place in the total order: vega time, block, sequence number, entry index.
 pub type LineKey = (i64, i64, i64, i64);
+
+/// The key of a stored segment, as a damage report names it: its owner column and value, and
+/// its last line's key (the table's key columns).
+pub fn describe(owner: &str, id: i64, last: LineKey) -> String {
+    let (time, block, seq, idx) = last;
+    format!("{owner} {id} last ({time}, {block}, {seq}, {idx})")
+}
 
 /// The smallest key at a vega time: every line at `time` sorts at or after it.
 pub fn first_key_at(time: i64) -> LineKey {
@@ -206,7 +213,7 @@ impl<'a> SegmentRef<'a> {
     /// Checks a stored segment: whole index entries, line ends ascending and within the lines,
     /// the last one at their end, keys ascending.
     pub fn new(csv: &'a [u8], keys: &'a [u8]) -> Result<Self, Error> {
-        let corrupt = |what: &str| Err(Error::Corrupt(format!("segment: {what}")));
+        let corrupt = |what: &'static str| Err(Damage::Segment(what).into());
         if !keys.len().is_multiple_of(INDEX_ENTRY) {
             return corrupt("index of a partial entry");
         }

@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+pub mod damage;
 mod export;
 pub mod golden;
 mod oracle;

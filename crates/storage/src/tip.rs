@@ -5,6 +5,7 @@
 //! (a chain's first height appears twice: the genesis or checkpoint block, then the first real
 //! one), and a block without a vega time takes the latest time known below it.
 
+use crate::error::Damage;
 use crate::{BlockTime, ChainState, ChainTip, Error};
 
 /// One row: the first height, the last height and the latest known vega time, each `NULL`
@@ -15,7 +16,7 @@ pub const SQL: &str = "SELECT (SELECT min(height) FROM blocks), \
 
 /// A stored height, which no writer stores negative.
 fn height(height: i64) -> Result<u64, Error> {
-    u64::try_from(height).map_err(|_| Error::Corrupt(format!("block height {height}")))
+    u64::try_from(height).map_err(|_| Damage::Value(format!("block height {height}")).into())
 }
 
 /// The tip from the query's row.

@@ -6,6 +6,7 @@
 
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
 use crate::{PgConfig, PgStore};
+use storage::Error;
 use storage::suite::golden::{check_answers, fixture};
 
 /// A new test database holding the dump `name`, or `None` when the test skips.
@@ -103,11 +104,39 @@ fn a_database_of_schema_5_in_row_format_3_is_refused_and_left_as_it_is() {
     );
 }
 
+/// Row format 4 is format 5 without checksums: the writer (`server ingest`) and a serving store
+/// refuse it untouched, naming `server migrate`, which upgrades it; then it answers as it did.
 #[test]
-fn a_database_of_schema_6_in_row_format_4_answers_as_it_did() {
+fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
+    let test = "a_database_of_schema_6_in_row_format_4";
+    let Some(db) = load(test, "schema6-format4.pg.sql") else {
+        return;
+    };
+    let before = contents(&db);
+    for refused in [
+        PgStore::writer(db.url()).map(drop),
+        PgStore::open(db.url(), PgConfig::default()).map(drop),
+    ] {
+        match refused {
+            Err(Error::Incompatible(message)) => assert!(
+                message.contains("rows in format 4")
+                    && message.contains("run `server migrate --db URL`"),
+                "{message}"
+            ),
+            other => panic!("expected Error::Incompatible, got {other:?}"),
+        }
+    }
+    assert!(contents(&db) == before, "the fixture was changed");
+    drop(db);
+    answers_as_it_did(test, "schema6-format4.pg.sql", "format4.answers");
+}
+
+/// The lines of format 5 are those of format 4: the same stream answers the same file.
+#[test]
+fn a_database_of_schema_7_in_row_format_5_answers_as_it_did() {
     answers_as_it_did(
-        "a_database_of_schema_6_in_row_format_4",
-        "schema6-format4.pg.sql",
+        "a_database_of_schema_7_in_row_format_5",
+        "schema7-format5.pg.sql",
         "format4.answers",
     );
 }

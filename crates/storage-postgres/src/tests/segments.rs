@@ -110,9 +110,9 @@ impl Fixture {
                 party: u8::try_from(row.get::<_, i32>(1)).unwrap(),
                 last: (row.get(2), row.get(3), row.get(4), row.get(5)),
                 first_time: row.get(6),
-                csv: unpack(row.get(8)).unwrap(),
+                csv: unpack(row.get(8), "csv").unwrap(),
             };
-            let keys = unpack(row.get(9)).unwrap();
+            let keys = unpack(row.get(9), "keys").unwrap();
             let segment = SegmentRef::new(&stored.csv, &keys).unwrap();
             let lines: Vec<_> = segment.iter().collect();
             assert_eq!(lines.len(), row.get::<_, i32>(7) as usize, "{stored:?}");

@@ -5,8 +5,9 @@ use std::ops::ControlFlow;
 use ledger_core::ExportFilter;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, map_err};
+use super::{SqliteStore, at_segment, map_err, verified};
 use crate::backend::inclusive_bounds;
+use crate::error::Damage;
 use crate::segment::SegmentRef;
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 
@@ -14,9 +15,12 @@ use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 /// at the first segment that starts after the window's end (`?3`), whose lines are not read.
 /// The index (`keys`) is read only for a segment that must be cut: at the window's edges, or
 /// every one when `?4` (an asset filter) is true. See `docs/FORMAT.md` for its plan.
-pub(crate) const SCAN_SQL: &str = "SELECT first_time, last_time, lines, \
+/// Each blob comes with its checksum, and each segment with the rest of its key, to name it
+/// when it is damaged.
+pub(crate) const SCAN_SQL: &str = "SELECT first_time, lines, \
      CASE WHEN first_time <= ?3 THEN csv END, \
-     CASE WHEN ?4 OR first_time < ?2 OR last_time > ?3 THEN keys END \
+     CASE WHEN ?4 OR first_time < ?2 OR last_time > ?3 THEN keys END, \
+     csv_sum, keys_sum, last_time, last_block, last_seq, last_idx \
      FROM ledger_segments WHERE party = ?1 AND last_time >= ?2 \
      ORDER BY last_time, last_block, last_seq, last_idx";
 
@@ -102,32 +106,39 @@ fn stream(
         .map_err(map_err)?;
     while let Some(row) = rows.next().map_err(map_err)? {
         let first: i64 = row.get(0).map_err(map_err)?;
-        let last: i64 = row.get(1).map_err(map_err)?;
+        let last: i64 = row.get(6).map_err(map_err)?;
         if first > scan.high {
             break;
         }
-        let csv = row
-            .get_ref(3)
-            .and_then(|value| Ok(value.as_blob()?))
-            .map_err(map_err)?;
-        let flow = if scan.asset.is_none() && first >= scan.low && last <= scan.high {
-            let lines: i64 = row.get(2).map_err(map_err)?;
-            // A count no writer stores is damage, not a number of rows to report.
-            let lines = u64::try_from(lines)
-                .map_err(|_| Error::Corrupt(format!("ledger segment of {lines} lines")))?;
-            summary.rows += lines;
-            sink.rows(csv, lines)
-        } else {
-            let keys = row
-                .get_ref(4)
-                .and_then(|value| Ok(value.as_blob()?))
-                .map_err(map_err)?;
-            SegmentRef::new(csv, keys)?.emit(scan.low, scan.high, scan.asset, sink, &mut summary)
-        };
+        let flow = send(row, scan, first, last, sink, &mut summary)
+            .map_err(|err| at_segment(err, scan.party, row, 6))?;
         if let ControlFlow::Break(()) = flow {
             summary.stopped = true;
             break;
         }
     }
     Ok(summary)
+}
+
+/// Sends one segment of the scan, its blobs verified against their checksums first.
+fn send(
+    row: &rusqlite::Row<'_>,
+    scan: &Scan,
+    first: i64,
+    last: i64,
+    sink: &mut dyn ExportSink,
+    summary: &mut ExportSummary,
+) -> Result<ControlFlow<()>, Error> {
+    let csv = verified(row, (2, "csv"), 4)?;
+    if scan.asset.is_none() && first >= scan.low && last <= scan.high {
+        let lines: i64 = row.get(1).map_err(map_err)?;
+        // A count no writer stores is damage, not a number of rows to report.
+        let lines = u64::try_from(lines)
+            .map_err(|_| Damage::Value(format!("ledger segment of {lines} lines")))?;
+        summary.rows += lines;
+        Ok(sink.rows(csv, lines))
+    } else {
+        let keys = verified(row, (3, "keys"), 5)?;
+        Ok(SegmentRef::new(csv, keys)?.emit(scan.low, scan.high, scan.asset, sink, summary))
+    }
 }

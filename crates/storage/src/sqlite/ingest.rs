@@ -8,14 +8,14 @@ use rusqlite::{
 };
 
 use super::checkpoint::Checkpoints;
-use super::{connect, map_err};
+use super::{at_segment, connect, map_err, verified};
 use crate::segment::{
     self, Ask, Engine, Line, LineKey, Packing, SMALL_TAIL_BYTES, Segment, SegmentTable, Touched,
 };
-use crate::tip;
 use crate::{
     BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
 };
+use crate::{checksum, tip};
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
 #[derive(Debug)]
@@ -196,7 +196,7 @@ fn insert_ledger(
 /// The segments of party `?1` that lines from key `(?2, ?3, ?4, ?5)` to vega time `?6` fall
 /// among.
 pub(super) const AMONG_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx, \
-     csv, keys FROM ledger_segments WHERE party = ?1 \
+     csv, keys, csv_sum, keys_sum FROM ledger_segments WHERE party = ?1 \
      AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
      AND first_time <= ?6";
 
@@ -206,7 +206,7 @@ pub(super) const LAST_SQL: &str = "SELECT last_time, last_block, last_seq, last_
      ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1";
 
 /// The blobs of one segment, by its key.
-pub(super) const TAIL_SQL: &str = "SELECT csv, keys FROM ledger_segments WHERE party = ?1 \
+pub(super) const TAIL_SQL: &str = "SELECT csv, keys, csv_sum, keys_sum FROM ledger_segments WHERE party = ?1 \
      AND last_time = ?2 AND last_block = ?3 AND last_seq = ?4 AND last_idx = ?5";
 
 /// `ledger_segments` inside a batch's transaction, as the segment engine sees it.
@@ -234,10 +234,10 @@ impl SegmentTable for LedgerTable<'_, '_> {
             let mut stored = Vec::new();
             while let Some(row) = rows.next().map_err(map_err)? {
                 let key = key_of(row)?;
-                let segment = Segment::from_stored(
-                    row.get(4).map_err(map_err)?,
-                    row.get(5).map_err(map_err)?,
-                )?;
+                // Damage is found here rather than copied into the rebuilt segments under new
+                // sums.
+                let segment =
+                    stored_segment(row, 4).map_err(|err| at_segment(err, ask.owner, row, 0))?;
                 stored.push((key, segment));
             }
             let Some((last_key, small)) = last
@@ -255,9 +255,14 @@ impl SegmentTable for LedgerTable<'_, '_> {
                 let (time, block, seq, idx) = last_key;
                 let segment = tail
                     .query_row(params![ask.owner, time, block, seq, idx], |row| {
-                        Ok(Segment::from_stored(row.get(0)?, row.get(1)?))
+                        Ok(stored_segment(row, 0))
                     })
-                    .map_err(map_err)??;
+                    .map_err(map_err)?
+                    .map_err(|err| {
+                        err.at("ledger_segments", || {
+                            segment::describe("party", ask.owner, last_key)
+                        })
+                    })?;
                 stored.push((last_key, segment));
             }
             if !stored.is_empty() {
@@ -288,7 +293,8 @@ impl SegmentTable for LedgerTable<'_, '_> {
             .tx
             .prepare_cached(
                 "INSERT INTO ledger_segments (party, last_time, last_block, last_seq, last_idx, \
-                 first_time, lines, csv, keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 first_time, lines, csv_sum, keys_sum, csv, keys) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
             .map_err(map_err)?;
         for (party, segment) in fresh {
@@ -307,6 +313,8 @@ impl SegmentTable for LedgerTable<'_, '_> {
                     idx,
                     first.0,
                     lines,
+                    checksum::to_sql(checksum::of(&segment.csv)),
+                    checksum::to_sql(checksum::of(&segment.keys)),
                     segment.csv,
                     segment.keys
                 ])
@@ -314,6 +322,14 @@ impl SegmentTable for LedgerTable<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// A stored segment from the columns `at..at + 4` of a row (lines, index and their checksums),
+/// both blobs verified.
+fn stored_segment(row: &rusqlite::Row<'_>, at: usize) -> Result<Segment, Error> {
+    let csv = verified(row, (at, "csv"), at + 2)?;
+    let keys = verified(row, (at + 1, "keys"), at + 3)?;
+    Segment::from_stored(csv.to_vec(), keys.to_vec())
 }
 
 /// The key of a segment from the first four columns of a row.
@@ -336,8 +352,8 @@ fn insert_oracle(
 ) -> Result<(), Error> {
     let mut insert_datum = tx
         .prepare_cached(
-            "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, json) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR IGNORE INTO oracle_data (vega_time, block, seq, sum, json) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(map_err)?;
     let mut insert_match = tx
@@ -353,7 +369,13 @@ fn insert_oracle(
             Error::signed("sequence number", row.position.seq)?,
         );
         insert_datum
-            .execute(params![time, block, seq, row.json])
+            .execute(params![
+                time,
+                block,
+                seq,
+                checksum::to_sql(checksum::of(&row.json)),
+                row.json
+            ])
             .map_err(map_err)?;
         for spec in &row.matched_specs {
             let spec = dictionaries.key(tx, Dictionary::Specs, spec.as_bytes())?;

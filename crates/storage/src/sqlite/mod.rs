@@ -23,6 +23,7 @@ mod pool;
 #[cfg(test)]
 mod query_plans;
 mod schema;
+mod scrub;
 #[cfg(test)]
 mod tests;
 mod version;
@@ -33,9 +34,12 @@ use std::sync::Arc;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::segment::SegmentRef;
+use crate::error::Damage;
+use crate::segment::{self, SegmentRef};
 use crate::{
-    Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Store,
+    Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Scrub,
+    ScrubProgress, Store,
+    checksum,
 };
 pub use ingest::SqliteWriter;
 use pool::Pool;
@@ -73,9 +77,12 @@ impl SqliteStore {
     ///
     /// A file that holds another program's tables is refused with [`Error::Incompatible`] and
     /// left untouched; so is one whose rows are in another row format.
+    /// Rows of the [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) (format 4, without
+    /// checksums) are refused too, the message naming [`SqliteStore::migrate`]'s command: only
+    /// that upgrades them.
     pub fn open(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
-        Self::migrate(&path)?;
+        migrate_file(&path, crate::error::Upgrade::Refuse)?;
         let readers = Pool::new(path.clone(), config);
         let version = DataVersion::open(&path)?;
         Ok(Self {
@@ -85,16 +92,13 @@ impl SqliteStore {
         })
     }
 
-    /// Creates (when there is no file) or upgrades the database at `path`, as
-    /// [`open`](Self::open) does, and says from which schema version.
-    pub fn migrate(path: &Path) -> Result<Migrated, Error> {
-        let mut conn = connect(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        schema::migrate(&mut conn)
+    /// Creates or upgrades the database at `path` (`server migrate`), and says from which
+    /// schema version: as [`SqliteStore::open`], and rows of the
+    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded to
+    /// [`ROW_FORMAT`](crate::ROW_FORMAT) by computing their checksums (schema migration 7,
+    /// which copies every segment and datum once).
+    pub fn migrate(path: impl AsRef<Path>) -> Result<Migrated, Error> {
+        migrate_file(path.as_ref(), crate::error::Upgrade::Rows)
     }
 
     /// Creates a new database at `path` filled by `fill`, all or nothing: it is built in a
@@ -166,6 +170,10 @@ impl Store for SqliteStore {
         ingest::chain_state(&*self.readers.get()?)
     }
 
+    fn scrub(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error> {
+        self.scrub_all(progress)
+    }
+
     /// Real ids to show in example URLs; all `None` for an empty store.
     fn examples(&self) -> Result<Examples, Error> {
         let conn = self.readers.get()?;
@@ -181,15 +189,24 @@ impl Store for SqliteStore {
              ORDER BY s.party LIMIT 1",
         )?;
         // The asset of the party's first line, from its first segment's index.
-        let first: Option<(Vec<u8>, Vec<u8>)> = conn
-            .query_row(
-                "SELECT csv, keys FROM ledger_segments \
+        let first = conn
+            .prepare(
+                "SELECT csv, keys, csv_sum, keys_sum, party, last_time, last_block, last_seq, \
+                 last_idx FROM ledger_segments \
                  ORDER BY party, last_time, last_block, last_seq, last_idx LIMIT 1",
-                [],
-                |row| Ok((row.get(0)?, row.get(1)?)),
             )
-            .optional()
-            .map_err(map_err)?;
+            .map_err(map_err)?
+            .query_map([], |row| {
+                let party = row.get(4)?;
+                let blobs = verified(row, (0, "csv"), 2)
+                    .and_then(|csv| Ok((csv.to_vec(), verified(row, (1, "keys"), 3)?.to_vec())));
+                Ok(blobs.map_err(|err| at_segment(err, party, row, 5)))
+            })
+            .map_err(map_err)?
+            .next()
+            .transpose()
+            .map_err(map_err)?
+            .transpose()?;
         // A stored segment without lines is damage, not a panic: it names no asset.
         let first = match first {
             Some((csv, keys)) => Some(SegmentRef::new(&csv, &keys)?)
@@ -277,6 +294,52 @@ fn sidecars(path: &Path) -> [PathBuf; 3] {
     [path.to_path_buf(), with("-wal"), with("-shm")]
 }
 
+/// Creates or migrates the file at `path` on a connection of its own.
+fn migrate_file(path: &Path, upgrade: crate::error::Upgrade) -> Result<Migrated, Error> {
+    let mut conn = connect(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    schema::migrate(&mut conn, upgrade, path)
+}
+
+/// A blob of the current row, its checksum (column `sum`) verified: the bytes borrowed from
+/// SQLite's row buffer, or the damage found.
+pub(crate) fn verified<'a>(
+    row: &'a rusqlite::Row<'_>,
+    blob: (usize, &'static str),
+    sum: usize,
+) -> Result<&'a [u8], Error> {
+    let bytes = row
+        .get_ref(blob.0)
+        .and_then(|value| Ok(value.as_blob()?))
+        .map_err(map_err)?;
+    let stored = checksum::from_sql(blob.1, row.get(sum).map_err(map_err)?)?;
+    checksum::verify(blob.1, bytes, stored)?;
+    Ok(bytes)
+}
+
+/// Names, in a damage report, the ledger segment of `party` whose last key is in columns
+/// `at..at + 4` of `row`.
+pub(crate) fn at_segment(err: Error, party: i64, row: &rusqlite::Row<'_>, at: usize) -> Error {
+    err.at("ledger_segments", || {
+        let last = (
+            row.get(at),
+            row.get(at + 1),
+            row.get(at + 2),
+            row.get(at + 3),
+        );
+        match last {
+            (Ok(time), Ok(block), Ok(seq), Ok(idx)) => {
+                segment::describe("party", party, (time, block, seq, idx))
+            }
+            _ => format!("party {party}"),
+        }
+    })
+}
+
 /// Opens a connection with the settings every connection shares.
 fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, Error> {
     let conn = Connection::open_with_flags(path, flags).map_err(map_err)?;
@@ -297,7 +360,7 @@ fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, Error> {
 pub(crate) fn map_err(err: rusqlite::Error) -> Error {
     use rusqlite::ErrorCode::*;
     match err.sqlite_error_code() {
-        Some(DatabaseCorrupt | NotADatabase) => Error::Corrupt(err.to_string()),
+        Some(DatabaseCorrupt | NotADatabase) => Damage::Store(Box::new(err)).into(),
         Some(
             DatabaseBusy | DatabaseLocked | CannotOpen | SystemIoFailure | DiskFull
             | PermissionDenied | ReadOnly | OutOfMemory,

@@ -6,7 +6,7 @@ use ledger_core::OracleSpecId;
 use oracle_core::{PageRequest, Position, Scan};
 use rusqlite::{Connection, OptionalExtension, ToSql};
 
-use super::{SqliteStore, map_err};
+use super::{SqliteStore, map_err, verified};
 use crate::backend::push_node;
 use crate::{Error, OraclePage, OracleStore};
 
@@ -118,12 +118,13 @@ pub(crate) fn scan_sql(spec: bool, descending: bool, bound: Bound) -> String {
         format!("WHERE {}", conditions.join(" AND "))
     };
     format!(
-        "SELECT d.vega_time, d.block, d.seq, d.json FROM {from} {filter} \
+        "SELECT d.vega_time, d.block, d.seq, d.json, d.sum FROM {from} {filter} \
          ORDER BY {table}.vega_time {dir}, {table}.block {dir}, {table}.seq {dir} LIMIT :limit"
     )
 }
 
-/// Runs one scan, appending each row's JSON to `nodes` straight from SQLite's row buffer.
+/// Runs one scan, appending each row's JSON to `nodes` straight from SQLite's row buffer once
+/// its checksum matched.
 fn scan(
     conn: &Connection,
     filter: SpecFilter,
@@ -162,10 +163,14 @@ fn scan(
             block: row.get::<_, i64>(1).map_err(map_err)? as u64,
             seq: row.get::<_, i64>(2).map_err(map_err)? as u64,
         };
-        let json = row
-            .get_ref(3)
-            .and_then(|json| Ok(json.as_bytes()?))
-            .map_err(map_err)?;
+        let json = verified(row, (3, "json"), 4).map_err(|err| {
+            err.at("oracle_data", || {
+                format!(
+                    "({}, {}, {})",
+                    position.vega_time, position.block, position.seq
+                )
+            })
+        })?;
         if nodes.capacity() == nodes.len() {
             // Rows are alike: size the buffer for the whole scan at the first one.
             nodes.reserve(json.len() * scan.limit.saturating_sub(out.len()).min(1024));

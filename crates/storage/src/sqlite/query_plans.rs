@@ -14,7 +14,8 @@ use super::schema;
 /// An empty database with the current schema.
 fn database() -> Connection {
     let mut conn = Connection::open_in_memory().unwrap();
-    schema::migrate(&mut conn).unwrap();
+    let path = std::path::Path::new(":memory:");
+    schema::migrate(&mut conn, crate::error::Upgrade::Refuse, path).unwrap();
     conn
 }
 

@@ -5,14 +5,16 @@
 //! and so is one written in another row format ([`ROW_FORMAT`]) or one that is not ours at all:
 //! only a new or empty file gets our schema, anyone else's database is left untouched.
 
+use std::path::Path;
 use std::time::Duration;
 
+use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 use super::map_err;
-use crate::Error;
-use crate::ROW_FORMAT;
-use crate::backend::{Migrated, row_format_mismatch};
+use crate::backend::Migrated;
+use crate::error::{ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch, upgrade_needed};
+use crate::{Error, checksum};
 
 /// The value of `created_by` in `schema_info` that marks a database as ours.
 const CREATED_BY: &str = "vega-datanode-lite";
@@ -143,11 +145,61 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE blocks;
     ALTER TABLE blocks_by_hash RENAME TO blocks;
     ",
+    // 7: row format 5, a checksum beside every blob (`checksum.rs`), computed here by the
+    // `crc32c` function `migrate` registers. The checksums come before the blobs in the record,
+    // so that reading them never walks a blob's overflow pages (columns added at the end would
+    // sit behind `keys`): both tables are rebuilt, every row copied. The lines are those of
+    // format 4, so a database of format 4 is upgraded in place; only `server migrate` runs this
+    // over rows (`migrate`'s `upgrade`). Checksums computed here vouch for the bytes as they
+    // are now: damage from before the upgrade is only found by `server check --deep` (which
+    // checks every segment's index) or not at all.
+    "
+    CREATE TABLE ledger_segments_summed (
+        party INTEGER NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_block INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        last_idx INTEGER NOT NULL,
+        first_time INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        csv_sum INTEGER NOT NULL,
+        keys_sum INTEGER NOT NULL,
+        csv BLOB NOT NULL,
+        keys BLOB NOT NULL
+    );
+    INSERT INTO ledger_segments_summed
+        SELECT party, last_time, last_block, last_seq, last_idx, first_time, lines,
+               crc32c(csv), crc32c(keys), csv, keys
+        FROM ledger_segments ORDER BY party, last_time, last_block, last_seq, last_idx;
+    DROP TABLE ledger_segments;
+    ALTER TABLE ledger_segments_summed RENAME TO ledger_segments;
+    CREATE UNIQUE INDEX ledger_segments_key
+        ON ledger_segments (party, last_time, last_block, last_seq, last_idx);
+    CREATE TABLE oracle_data_summed (
+        vega_time INTEGER NOT NULL,
+        block INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        sum INTEGER NOT NULL,
+        json BLOB NOT NULL,
+        PRIMARY KEY (vega_time, block, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO oracle_data_summed SELECT vega_time, block, seq, crc32c(json), json FROM oracle_data;
+    DROP TABLE oracle_data;
+    ALTER TABLE oracle_data_summed RENAME TO oracle_data;
+    UPDATE schema_info SET value = '5' WHERE key = 'row_format' AND value = '4';
+    ",
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
 /// and, once migrated, that its rows are in this program's format; says from which version.
-pub(super) fn migrate(conn: &mut Connection) -> Result<Migrated, Error> {
+/// Rows of the [`UPGRADABLE_FORMAT`] are only upgraded with [`Upgrade::Rows`]; otherwise a
+/// database that holds them is refused untouched, the message naming `server migrate --db
+/// <path>`.
+pub(super) fn migrate(
+    conn: &mut Connection,
+    upgrade: Upgrade,
+    path: &Path,
+) -> Result<Migrated, Error> {
     // Before any pragma: switching to WAL would already change someone else's file.
     refuse_foreign(conn)?;
     // The page size can only change before the first table exists. 32 KiB pages hold about
@@ -174,9 +226,31 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<Migrated, Error> {
     // Rows of another format are refused before any migration touches the file (migration 5
     // copies every segment): they are re-ingested, never converted. A database records its
     // format from migration 2 on.
+    // Rows of the upgradable format are upgraded by migration 7, but only when asked to: a
+    // database without a block holds no rows, and its format is only a label.
     if version >= 2 {
-        check_row_format(conn)?;
+        if row_format(conn)? == UPGRADABLE_FORMAT.to_string() {
+            if upgrade == Upgrade::Refuse && !holds_no_block(conn)? {
+                return Err(upgrade_needed(&format!(
+                    "server migrate --db {}",
+                    path.display()
+                )));
+            }
+        } else {
+            check_row_format(conn)?;
+        }
     }
+    // Migration 7 computes checksums in SQL.
+    conn.create_scalar_function(
+        "crc32c",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let bytes = ctx.get_raw(0).as_bytes()?;
+            Ok(checksum::to_sql(checksum::of(bytes)))
+        },
+    )
+    .map_err(map_err)?;
     // The migrations set the row formats of their day; a database that holds no block yet
     // holds no rows of any format, so it is labelled with today's in the same transactions.
     // Decided per transaction from the file, not from what this process saw when it opened it:
@@ -216,7 +290,7 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<Migrated, Error> {
 
 /// Whether the database holds no block: then it holds no rows either (every batch an ingest
 /// commits records its blocks), and its row format is only a label.
-fn holds_no_block(tx: &Transaction<'_>) -> Result<bool, Error> {
+fn holds_no_block(tx: &Connection) -> Result<bool, Error> {
     tx.query_row("SELECT NOT EXISTS (SELECT 1 FROM blocks)", [], |row| {
         row.get(0)
     })
@@ -271,18 +345,22 @@ fn refuse_ledger_rows(tx: &Transaction<'_>) -> Result<(), Error> {
 
 /// Refuses rows written in another format than this program's.
 pub(super) fn check_row_format(conn: &Connection) -> Result<(), Error> {
-    let found: String = conn
-        .query_row(
-            "SELECT value FROM schema_info WHERE key = 'row_format'",
-            [],
-            |row| row.get(0),
-        )
-        .map_err(map_err)?;
+    let found = row_format(conn)?;
     if found == ROW_FORMAT.to_string() {
         Ok(())
     } else {
         Err(row_format_mismatch(&found))
     }
+}
+
+/// The recorded row format.
+fn row_format(conn: &Connection) -> Result<String, Error> {
+    conn.query_row(
+        "SELECT value FROM schema_info WHERE key = 'row_format'",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(map_err)
 }
 
 fn user_version(conn: &Connection) -> Result<i64, Error> {
