@@ -212,11 +212,7 @@ impl PgWriter {
             .map_err(map_err)?
             .get(0);
         if !locked {
-            return Err(Error::Busy(
-                "another ingest is writing to this database (it holds the ingest lock); wait for \
-                 it to finish or stop it, then run this one again"
-                    .to_owned(),
-            ));
+            return Err(Error::Busy);
         }
         Ok(Self {
             ledger: segments::Statements::prepare(&mut client, &LEDGER)?,

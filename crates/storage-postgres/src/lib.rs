@@ -48,9 +48,8 @@ pub use ingest::PgWriter;
 use storage::backend::Migrated;
 use storage::segment::{self, SegmentRef};
 use storage::{
-    Backend, ChainState, ChainTip, Damage, Error, Examples, Health, IngestWriter, Scrub,
-    ScrubProgress, Store, Upgrade,
-    redact,
+    Backend, ChainState, ChainTip, Damage, Error, Examples, Health, Incompatible, IngestWriter,
+    Scrub, ScrubProgress, Store, Upgrade, redact,
 };
 
 /// Tuning of a [`PgStore`].
@@ -388,7 +387,10 @@ impl Manager {
     fn new(url: &str, wait: Duration) -> Result<Self, Error> {
         let tls = tls::Tls::from_url(url)?;
         let mut config = Config::from_str(&tls.url).map_err(|err| {
-            Error::Incompatible(format!("invalid PostgreSQL URL {}: {err}", redact(url)))
+            Error::from(Incompatible::Url {
+                url: redact(url),
+                reason: err.to_string(),
+            })
         })?;
         if config.get_application_name().is_none() {
             config.application_name("vega-datanode-lite");
@@ -443,7 +445,7 @@ pub(crate) fn map_err(err: postgres::Error) -> Error {
     if code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") {
         Error::Unavailable(Box::new(err))
     } else if code == "42P01" {
-        Error::Incompatible(schema::MISSING.to_owned())
+        Incompatible::NoSchema.into()
     } else {
         Error::Internal(Box::new(err))
     }

@@ -14,17 +14,16 @@ use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use super::{map_err, packed};
 use storage::backend::Migrated;
 use storage::segment::Line;
-use storage::{Error, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch, upgrade_needed};
+use storage::{
+    Error, Incompatible, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch,
+    upgrade_needed,
+};
 
 /// The value of `created_by` that marks the schema as ours.
 pub(super) const CREATED_BY: &str = "vega-datanode-lite";
 
 /// The advisory lock key that migrations take (`pg_advisory_xact_lock`).
 const MIGRATE_LOCK: i64 = 0x7665_6761_6d69_6772; // "vegamigr"
-
-/// The message for a database without our schema.
-pub(super) const MISSING: &str = "the database has no datanode schema yet: run \
-     `server migrate --db URL` (or `server ingest --db URL`, which migrates) first";
 
 /// A migration's step in Rust, run inside its transaction.
 type Step = fn(&mut Transaction<'_>) -> Result<(), Error>;
@@ -349,18 +348,18 @@ pub(super) fn check(client: &mut Client) -> Result<(), Error> {
         .start()
         .map_err(map_err)?;
     let Some(version) = version(&mut tx)? else {
-        return Err(Error::Incompatible(MISSING.to_owned()));
+        return Err(Incompatible::NoSchema.into());
     };
     check_version(version)?;
     // Before the version: an old schema in another row format cannot be migrated, so the
     // advice is to re-ingest, not to migrate.
     check_row_format(&mut tx)?;
     if version < MIGRATIONS.len() as u32 {
-        return Err(Error::Incompatible(format!(
-            "the database schema is at version {version}, this program needs {}: run \
-             `server migrate --db URL` first",
-            MIGRATIONS.len()
-        )));
+        return Err(Incompatible::OldSchema {
+            found: version,
+            needed: MIGRATIONS.len() as u32,
+        }
+        .into());
     }
     Ok(())
 }
@@ -404,20 +403,17 @@ fn version(tx: &mut Transaction<'_>) -> Result<Option<u32>, Error> {
 }
 
 fn foreign() -> Error {
-    Error::Incompatible(
-        "the database has a schema_info table that is not ours: it belongs to another program; \
-         use a database of its own"
-            .to_owned(),
-    )
+    Incompatible::ForeignSchema.into()
 }
 
 fn check_version(version: u32) -> Result<(), Error> {
     let known = MIGRATIONS.len() as u32;
     if version > known {
-        return Err(Error::Incompatible(format!(
-            "database schema version {version} is newer than this program's {known}: use a \
-             newer version of this program"
-        )));
+        return Err(Incompatible::NewerSchema {
+            found: version.into(),
+            known: known.into(),
+        }
+        .into());
     }
     Ok(())
 }

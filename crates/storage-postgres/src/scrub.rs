@@ -8,8 +8,8 @@ use super::packed::unpack_into;
 use super::segments::{ALL_DATA, LEDGER, ORACLE, Table};
 use super::{PgStore, map_err};
 use storage::Error;
-use storage::{Scrub, ScrubProgress};
 use storage::segment::{self, SegmentRef};
+use storage::{Scrub, ScrubProgress};
 
 /// Segments fetched at a time: a few megabytes of ledger blobs.
 const FETCH: i32 = 64;
@@ -17,7 +17,10 @@ const FETCH: i32 = 64;
 impl PgStore {
     /// Reads and verifies every segment the store holds (see [`storage::Scrub`]), reporting
     /// progress after every one. Writes nothing.
-    pub(crate) fn scrub_all(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error> {
+    pub(crate) fn scrub_all(
+        &self,
+        progress: &mut dyn FnMut(ScrubProgress),
+    ) -> Result<Scrub, Error> {
         let mut conn = self.get()?;
         let (mut tx, _) = conn.snapshot()?;
         let total: i64 = tx

@@ -29,7 +29,10 @@ suite::backend_tests!(run);
 #[track_caller]
 fn incompatible<T: std::fmt::Debug>(result: Result<T, Error>, wanted: &str) {
     match result {
-        Err(Error::Incompatible(message)) => assert!(message.contains(wanted), "{message}"),
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
+            assert!(message.contains(wanted), "{message}")
+        }
         other => panic!("expected Error::Incompatible ({wanted}), got {other:?}"),
     }
 }
@@ -127,7 +130,7 @@ fn a_second_writer_is_refused_until_the_first_is_dropped() {
     };
     let first = PgStore::writer(db.url()).unwrap();
     match PgStore::writer(db.url()) {
-        Err(Error::Busy(message)) => assert!(message.contains("another ingest"), "{message}"),
+        Err(Error::Busy) => {}
         other => panic!("expected Error::Busy, got {other:?}"),
     }
     drop(first);

@@ -30,8 +30,8 @@ use rustls::server::ParsedCertificate;
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use storage::Error;
 use storage::redact;
+use storage::{Error, Incompatible};
 
 /// libpq's `sslmode` values this client supports (`allow`, plain text first, is not one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +123,12 @@ impl Tls {
 /// `url` without the TLS parameters tokio-postgres refuses, and what they ask to check.
 /// Parameters may repeat; the last one counts, as in tokio-postgres and libpq.
 fn split(url: &str) -> Result<(String, Check), Error> {
-    let invalid = |what: String| Error::Incompatible(format!("{what} in {}", redact(url)));
+    let invalid = |setting: String| {
+        Error::from(Incompatible::TlsSetting {
+            setting,
+            url: redact(url),
+        })
+    };
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), Check::Nothing));
     };
@@ -182,23 +187,17 @@ fn split(url: &str) -> Result<(String, Check), Error> {
 
 /// libpq's default root certificate file, `~/.postgresql/root.crt`.
 fn default_rootcert() -> Result<PathBuf, Error> {
-    let home = std::env::var_os("HOME").ok_or_else(|| {
-        Error::Incompatible(
-            "sslmode verify-ca and verify-full need sslrootcert (or HOME, for libpq's \
-             ~/.postgresql/root.crt)"
-                .to_owned(),
-        )
-    })?;
+    let home = std::env::var_os("HOME").ok_or_else(|| Error::from(Incompatible::NoRootCert))?;
     Ok(Path::new(&home).join(".postgresql").join("root.crt"))
 }
 
 /// The CA certificates of a PEM file.
 fn roots(file: &Path) -> Result<RootCertStore, Error> {
     let refuse = |why: String| {
-        Error::Incompatible(format!(
-            "cannot use sslrootcert file {}: {why}",
-            file.display()
-        ))
+        Error::from(Incompatible::RootCert {
+            file: file.to_path_buf(),
+            reason: why,
+        })
     };
     let certificates = CertificateDer::pem_file_iter(file)
         .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())

@@ -16,10 +16,11 @@ pub enum Error {
     #[error("storage corrupt: {0}")]
     Corrupt(Corruption),
     /// The store is not one this program may use as it is: someone else's database, a schema
-    /// not created yet, a newer schema version, or rows in another row format. The message says
-    /// what to do (migrate, ingest, re-ingest); nothing was changed.
+    /// not created yet, a newer schema version, or rows in another row format, or the settings
+    /// naming it cannot be used. The message says what to do (migrate, ingest, re-ingest);
+    /// nothing was changed.
     #[error("{0}")]
-    Incompatible(String),
+    Incompatible(Incompatible),
     /// A value that a store cannot hold: heights, sequence numbers and times are signed 64-bit
     /// integers in every backend, so an unsigned value above `i64::MAX` is refused whole.
     #[error("{what} {value} is out of range: stores hold at most {max}", max = i64::MAX)]
@@ -29,9 +30,13 @@ pub enum Error {
         /// The value refused.
         value: u64,
     },
-    /// Another writer holds the store; a second one is refused rather than interleaved.
-    #[error("{0}")]
-    Busy(String),
+    /// Another writer holds the store (PostgreSQL's ingest lock); a second one is refused rather
+    /// than interleaved. (SQLite's writers take turns instead.)
+    #[error(
+        "another ingest is writing to this database (it holds the ingest lock); wait for it to \
+         finish or stop it, then run this one again"
+    )]
+    Busy,
     /// A batch of another chain than the one the store holds: one store holds one chain.
     #[error("the database holds chain {stored:?}, the stream is of chain {found:?}")]
     OtherChain {
@@ -43,6 +48,111 @@ pub enum Error {
     /// Any other backend failure: a bug or an unexpected state.
     #[error("storage failure")]
     Internal(#[source] Box<dyn StdError + Send + Sync>),
+}
+
+/// Why a store is not one this program may use as it is ([`Error::Incompatible`]); each says
+/// what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatible {
+    /// A PostgreSQL database without our schema: `serve` and `check` never create it.
+    #[error(
+        "the database has no datanode schema yet: run `server migrate --db URL` (or `server \
+         ingest --db URL`, which migrates) first"
+    )]
+    NoSchema,
+    /// An SQLite file holding another program's tables and no `schema_info` of ours.
+    #[error(
+        "not a datanode database: it holds {objects} tables or indexes of another program and \
+         no schema_info of ours; it was left untouched (give --db a new file)"
+    )]
+    ForeignFile {
+        /// The tables and indexes found.
+        objects: i64,
+    },
+    /// A PostgreSQL database whose `schema_info` is another program's.
+    #[error(
+        "the database has a schema_info table that is not ours: it belongs to another program; \
+         use a database of its own"
+    )]
+    ForeignSchema,
+    /// A schema version above this program's.
+    #[error(
+        "database schema version {found} is newer than this program's {known}: use a newer \
+         version of this program"
+    )]
+    NewerSchema {
+        /// The database's schema version.
+        found: i64,
+        /// The newest this program knows.
+        known: i64,
+    },
+    /// A PostgreSQL schema below this program's, which `serve` does not migrate.
+    #[error(
+        "the database schema is at version {found}, this program needs {needed}: run `server \
+         migrate --db URL` first"
+    )]
+    OldSchema {
+        /// The database's schema version.
+        found: u32,
+        /// The version this program needs.
+        needed: u32,
+    },
+    /// Rows of another row format, which no migration converts.
+    #[error(
+        "the database holds rows in format {found}, this program writes and reads format \
+         {ROW_FORMAT}: re-ingest the event stream into a new database"
+    )]
+    RowFormat {
+        /// The row format recorded.
+        found: String,
+    },
+    /// Rows of the [`UPGRADABLE_FORMAT`], opened by a command that does not upgrade them.
+    #[error(
+        "the database holds rows in format {UPGRADABLE_FORMAT}, without checksums; this \
+         program reads format {ROW_FORMAT}: run `{migrate}` to add them (it keeps every row), \
+         then start again; the database was left untouched"
+    )]
+    NoChecksums {
+        /// The command that upgrades them, naming the database.
+        migrate: String,
+    },
+    /// A PostgreSQL URL that does not parse.
+    #[error("invalid PostgreSQL URL {url}: {reason}")]
+    Url {
+        /// The URL, its password hidden.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A TLS setting of a PostgreSQL URL that cannot be used (`sslmode`, `sslrootcert`).
+    #[error("{setting} in {url}")]
+    TlsSetting {
+        /// What is wrong.
+        setting: String,
+        /// The URL, its password hidden.
+        url: String,
+    },
+    /// `sslmode` `verify-ca` or `verify-full` without a CA file to verify against.
+    #[error(
+        "sslmode verify-ca and verify-full need sslrootcert (or HOME, for libpq's \
+         ~/.postgresql/root.crt)"
+    )]
+    NoRootCert,
+    /// A CA file that cannot be read or holds no certificate.
+    #[error("cannot use sslrootcert file {file}: {reason}", file = file.display())]
+    RootCert {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl From<Incompatible> for Error {
+    fn from(why: Incompatible) -> Error {
+        Error::Incompatible(why)
+    }
 }
 
 /// The cause of an [`Error::Internal`] raised by this crate's own checks rather than by a
@@ -190,20 +300,19 @@ pub enum Upgrade {
     Refuse,
 }
 
-/// The message for a store in the [`UPGRADABLE_FORMAT`], opened by a command that does not
-/// upgrade: `migrate` names the command to run (with the database's path or `URL`).
+/// The refusal of a store in the [`UPGRADABLE_FORMAT`] by a command that does not upgrade:
+/// `migrate` is the command to run (with the database's path or `URL`).
 pub fn upgrade_needed(migrate: &str) -> Error {
-    Error::Incompatible(format!(
-        "the database holds rows in format {UPGRADABLE_FORMAT}, without checksums; this \
-         program reads format {ROW_FORMAT}: run `{migrate}` to add them (it keeps every row), \
-         then start again; the database was left untouched"
-    ))
+    Incompatible::NoChecksums {
+        migrate: migrate.to_owned(),
+    }
+    .into()
 }
 
-/// The message for a store written in another row format (only the backends read formats).
+/// The refusal of a store written in another row format.
 pub fn row_format_mismatch(found: &str) -> Error {
-    Error::Incompatible(format!(
-        "the database holds rows in format {found}, this program writes and reads format \
-         {ROW_FORMAT}: re-ingest the event stream into a new database"
-    ))
+    Incompatible::RowFormat {
+        found: found.to_owned(),
+    }
+    .into()
 }

@@ -80,7 +80,7 @@ mod url;
 
 pub use backend::{Backend, Migrated, ReadStore, Store};
 pub use error::{
-    Bug, Corruption, Damage, Error, Place, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade,
+    Bug, Corruption, Damage, Error, Incompatible, Place, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade,
     row_format_mismatch, upgrade_needed,
 };
 pub use model::{

@@ -118,11 +118,14 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
         PgStore::open(db.url(), PgConfig::default()).map(drop),
     ] {
         match refused {
-            Err(Error::Incompatible(message)) => assert!(
-                message.contains("rows in format 4")
-                    && message.contains("run `server migrate --db URL`"),
-                "{message}"
-            ),
+            Err(Error::Incompatible(why)) => {
+                let message = why.to_string();
+                assert!(
+                    message.contains("rows in format 4")
+                        && message.contains("run `server migrate --db URL`"),
+                    "{message}"
+                )
+            }
             other => panic!("expected Error::Incompatible, got {other:?}"),
         }
     }

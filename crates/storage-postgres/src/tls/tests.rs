@@ -92,7 +92,10 @@ fn verify_modes_default_to_libpq_root_crt() {
 #[track_caller]
 fn refused(url: &str, expected: &str) {
     match Tls::from_url(url) {
-        Err(Error::Incompatible(message)) => assert!(message.contains(expected), "{message}"),
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
+            assert!(message.contains(expected), "{message}")
+        }
         Err(err) => panic!("{url}: {err:?}"),
         Ok(_) => panic!("{url}: accepted"),
     }

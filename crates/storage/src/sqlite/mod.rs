@@ -38,8 +38,7 @@ use crate::error::Damage;
 use crate::segment::{self, SegmentRef};
 use crate::{
     Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Scrub,
-    ScrubProgress, Store,
-    checksum,
+    ScrubProgress, Store, checksum,
 };
 pub use ingest::SqliteWriter;
 use pool::Pool;

@@ -14,7 +14,7 @@ use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 use super::map_err;
 use crate::backend::Migrated;
 use crate::error::{ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch, upgrade_needed};
-use crate::{Error, checksum};
+use crate::{Error, Incompatible, checksum};
 
 /// The value of `created_by` in `schema_info` that marks a database as ours.
 const CREATED_BY: &str = "vega-datanode-lite";
@@ -218,10 +218,11 @@ pub(super) fn migrate(
     let version = user_version(conn)?;
     let known = MIGRATIONS.len() as i64;
     if version > known {
-        return Err(Error::Incompatible(format!(
-            "database schema version {version} is newer than this program's {known}: \
-             use a newer version of this program"
-        )));
+        return Err(Incompatible::NewerSchema {
+            found: version,
+            known,
+        }
+        .into());
     }
     // Rows of another format are refused before any migration touches the file (migration 5
     // copies every segment): they are re-ingested, never converted. A database records its
@@ -323,10 +324,7 @@ fn refuse_foreign(conn: &Connection) -> Result<(), Error> {
     if ours {
         return Ok(());
     }
-    Err(Error::Incompatible(format!(
-        "not a datanode database: it holds {objects} tables or indexes of another program and \
-         no schema_info of ours; it was left untouched (give --db a new file)"
-    )))
+    Err(Incompatible::ForeignFile { objects }.into())
 }
 
 /// Refuses, before migration 3 replaces `ledger_rows` with segments, a database that holds

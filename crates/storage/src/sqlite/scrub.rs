@@ -15,7 +15,10 @@ const INTEGRITY_ROWS: u32 = 100;
 impl SqliteStore {
     /// Reads and verifies everything the store holds (see [`crate::Scrub`]), reporting
     /// progress after every unit. Writes nothing.
-    pub(crate) fn scrub_all(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error> {
+    pub(crate) fn scrub_all(
+        &self,
+        progress: &mut dyn FnMut(ScrubProgress),
+    ) -> Result<Scrub, Error> {
         let mut conn = self.readers.get()?;
         let tx = conn.snapshot()?;
         let mut scrub = Scrub::default();

@@ -88,7 +88,8 @@ fn newer_schema_version_is_refused() {
         .pragma_update(None, "user_version", newer)
         .unwrap();
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Incompatible(message)) => {
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
             assert!(message.contains(&newer.to_string()), "{message}")
         }
         other => panic!("expected Error::Incompatible, got {other:?}"),
@@ -247,7 +248,10 @@ fn rows_of_another_format_are_refused_with_a_re_ingest_message() {
         )
         .unwrap();
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Incompatible(message)) => assert!(message.contains("re-ingest"), "{message}"),
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
+            assert!(message.contains("re-ingest"), "{message}")
+        }
         other => panic!("expected Error::Incompatible, got {other:?}"),
     }
 }
@@ -268,7 +272,8 @@ fn ledger_rows_of_format_1_are_refused_and_kept() {
     .unwrap();
     drop(conn);
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Incompatible(message)) => {
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
             assert!(
                 message.contains("format 1") && message.contains("re-ingest"),
                 "{message}"
@@ -320,10 +325,13 @@ fn databases_of_row_formats_2_and_3_are_refused_and_left_as_they_are() {
             ))
             .unwrap();
         match SqliteStore::open(&path, SqliteConfig::default()) {
-            Err(Error::Incompatible(message)) => assert!(
-                message.contains(&format!("format {format}")) && message.contains("re-ingest"),
-                "{message}"
-            ),
+            Err(Error::Incompatible(why)) => {
+                let message = why.to_string();
+                assert!(
+                    message.contains(&format!("format {format}")) && message.contains("re-ingest"),
+                    "{message}"
+                )
+            }
             other => panic!("expected Error::Incompatible, got {other:?}"),
         }
         assert_eq!(recorded_row_format(&path), format.to_string());
@@ -429,7 +437,8 @@ fn a_foreign_database_is_refused_and_left_untouched() {
         drop(conn);
         let before = files(dir.path());
         match SqliteStore::open(&path, SqliteConfig::default()) {
-            Err(Error::Incompatible(message)) => {
+            Err(Error::Incompatible(why)) => {
+                let message = why.to_string();
                 assert!(message.contains("not a datanode database"), "{message}")
             }
             other => panic!("expected Error::Incompatible, got {other:?}"),

@@ -28,10 +28,14 @@ fn refused_and_left_as_it_is(name: &str, format: u32) {
     let (dir, path) = temp_copy(name);
     let before = files(dir.path());
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Incompatible(message)) => assert!(
-            message.contains(&format!("rows in format {format}")) && message.contains("re-ingest"),
-            "{message}"
-        ),
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
+            assert!(
+                message.contains(&format!("rows in format {format}"))
+                    && message.contains("re-ingest"),
+                "{message}"
+            )
+        }
         other => panic!("expected Error::Incompatible, got {other:?}"),
     }
     assert!(files(dir.path()) == before, "{name} was changed");
@@ -77,11 +81,14 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
     let (dir, path) = temp_copy("schema6-format4.sqlite");
     let before = files(dir.path());
     match SqliteStore::open(&path, SqliteConfig::default()) {
-        Err(Error::Incompatible(message)) => assert!(
-            message.contains("rows in format 4")
-                && message.contains(&format!("run `server migrate --db {}`", path.display())),
-            "{message}"
-        ),
+        Err(Error::Incompatible(why)) => {
+            let message = why.to_string();
+            assert!(
+                message.contains("rows in format 4")
+                    && message.contains(&format!("run `server migrate --db {}`", path.display())),
+                "{message}"
+            )
+        }
         other => panic!("expected Error::Incompatible, got {other:?}"),
     }
     assert!(files(dir.path()) == before, "the fixture was changed");
