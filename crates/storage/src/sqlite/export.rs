@@ -1,4 +1,11 @@
 //! The ledger export: one ordered range search over a party's segments.
+//!
+//! It reads one snapshot for the whole export, unlike PostgreSQL's chunks (`postgres/export.rs`).
+//! SQLite has no standby whose replay cancels a long reader; what a long reader costs it is the
+//! WAL: no checkpoint copies frames committed after the reader's snapshot, nor starts the WAL
+//! over, until the reader ends, so the WAL grows by whatever is committed meanwhile. On a live
+//! chain that is kilobytes a second, and the writer's bound (`checkpoint.rs`) checkpoints
+//! what it can; chunks would cost every export a transaction per chunk to save that.
 
 use std::ops::ControlFlow;
 
@@ -7,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, map_err};
 use crate::model::inclusive_bounds;
-use crate::segment::SegmentRef;
+use crate::segment::{KeyRange, SegmentRef};
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 
 /// A party's segments that end at or after the window's start (`?2`), in order; the scan stops
@@ -122,7 +129,12 @@ fn stream(
                 .get_ref(4)
                 .and_then(|value| Ok(value.as_blob()?))
                 .map_err(map_err)?;
-            SegmentRef::new(csv, keys)?.emit(scan.low, scan.high, scan.asset, sink, &mut summary)
+            SegmentRef::new(csv, keys)?.emit(
+                KeyRange::window(scan.low, scan.high),
+                scan.asset,
+                sink,
+                &mut summary,
+            )
         };
         if let ControlFlow::Break(()) = flow {
             summary.stopped = true;
