@@ -26,9 +26,12 @@
 //! A chunk is one `COPY (SELECT …) TO STDOUT (FORMAT binary)`: no round trip per segment, and
 //! each segment arrives as it is stored, compressed (`packed.rs`), to be decompressed into
 //! buffers that the export reuses for every segment. The first chunk is small, so that the
-//! first byte leaves early; each next one is twice as large, up to the configured size.
+//! first byte leaves early; each next one is twice as large, up to the configured size. The
+//! chunks after the first are read on a thread of the export's own, one ahead of the one being
+//! sent, so that the database produces while the client reads, as a single streamed `COPY` did.
 
 use std::ops::ControlFlow;
+use std::sync::mpsc;
 
 use ledger_core::ExportFilter;
 use postgres::binary_copy::BinaryCopyOutIter;
@@ -175,7 +178,7 @@ impl LedgerStore for PgStore {
         sink: &mut dyn ExportSink,
     ) -> Result<ExportSummary, Error> {
         let most = self.export_chunk_segments.max(1);
-        let mut segments = FIRST_CHUNK_SEGMENTS.min(most);
+        let segments = FIRST_CHUNK_SEGMENTS.min(most);
         // Nothing is sent while a chunk is read, so each one may be tried again on a fresh
         // connection.
         let first = self.read(|conn| first_chunk(conn, filter, segments), || true)?;
@@ -184,38 +187,121 @@ impl LedgerStore for PgStore {
             summary.stopped = true;
             return Ok(summary);
         }
-        let Some((scan, cut, mut fetched)) = first else {
+        let Some((scan, cut, fetched)) = first else {
             return Ok(summary);
         };
-        let Some(mut range) = KeyRange::window(scan.low, scan.high).up_to(cut.end) else {
+        let Some(range) = KeyRange::window(scan.low, scan.high).up_to(cut.end) else {
             return Ok(summary);
         };
-        let mut buffers = Buffers::default();
-        loop {
-            let full = fetched.len() == segments;
-            for segment in &fetched {
-                if scan
-                    .send(segment, range, &mut buffers, sink, &mut summary)?
-                    .is_break()
-                {
-                    return Ok(summary);
-                }
-                match range.after(segment.last) {
-                    Some(rest) => range = rest,
-                    None => return Ok(summary),
-                }
-            }
-            let Some(last) = fetched.last().filter(|_| full) else {
-                return Ok(summary);
-            };
-            segments = (segments * 2).min(most);
+        let export = Export {
+            store: self,
+            scan,
+            cut,
+            most,
+        };
+        // The next chunks are read on a thread of their own while this one sends, so that the
+        // database produces while the client reads, as one streamed `COPY` did; one chunk
+        // waits in the channel, one is being read.
+        std::thread::scope(|scope| {
+            let (chunks, next) = mpsc::sync_channel(1);
+            std::thread::Builder::new()
+                .name("pg-export-chunks".to_owned())
+                .spawn_scoped(scope, || export.read_ahead(&fetched, segments, chunks))
+                .map_err(|err| Error::Internal(Box::new(err)))?;
+            // Returning drops the receiver: a reader waiting to hand over a chunk stops, and
+            // the scope waits for it.
+            export
+                .send_all(&fetched, range, next, sink, &mut summary)
+                .map(|()| summary)
+        })
+    }
+}
+
+/// An export under way, after its first chunk.
+struct Export<'s> {
+    store: &'s PgStore,
+    scan: Scan,
+    cut: Cut,
+    /// The most segments a chunk reads.
+    most: usize,
+}
+
+impl Export<'_> {
+    /// Reads the chunks after `first` (of `segments` segments asked for) into `chunks`, each
+    /// twice as large as the one before up to the most, until one comes back short, one ends
+    /// past the cut, a read fails (sent on), or the sender stops listening.
+    fn read_ahead(
+        &self,
+        first: &[Fetched],
+        mut segments: usize,
+        chunks: mpsc::SyncSender<Result<Vec<Fetched>, Error>>,
+    ) {
+        let mut after = match first.last() {
+            Some(last) if first.len() == segments => last.last,
+            _ => return,
+        };
+        while after < self.cut.end {
+            segments = (segments * 2).min(self.most);
             let chunk = Chunk {
-                after: Some(last.last),
+                after: Some(after),
                 all_keys: false,
                 segments,
             };
-            fetched = self.read(|conn| next_chunk(conn, &scan, &cut, chunk), || true)?;
+            let fetched = self.store.read(
+                |conn| next_chunk(conn, &self.scan, &self.cut, chunk),
+                || true,
+            );
+            let next = match &fetched {
+                Ok(fetched) if fetched.len() == segments => fetched.last().map(|last| last.last),
+                _ => None,
+            };
+            if chunks.send(fetched).is_err() {
+                return;
+            }
+            match next {
+                Some(last) => after = last,
+                None => return,
+            }
         }
+    }
+
+    /// Sends the first chunk's segments, then those of every chunk read ahead, each cut to
+    /// `range` as it narrows past the segments already sent.
+    fn send_all(
+        &self,
+        first: &[Fetched],
+        mut range: KeyRange,
+        next: mpsc::Receiver<Result<Vec<Fetched>, Error>>,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> Result<(), Error> {
+        let mut buffers = Buffers::default();
+        let mut send = |fetched: &[Fetched]| -> Result<ControlFlow<()>, Error> {
+            for segment in fetched {
+                if self
+                    .scan
+                    .send(segment, range, &mut buffers, sink, summary)?
+                    .is_break()
+                {
+                    return Ok(ControlFlow::Break(()));
+                }
+                match range.after(segment.last) {
+                    Some(rest) => range = rest,
+                    None => return Ok(ControlFlow::Break(())),
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        };
+        if send(first)?.is_break() {
+            return Ok(());
+        }
+        // Ends when the reader does: after the last chunk, or when it failed.
+        for fetched in next {
+            if send(&fetched?)?.is_break() {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 }
 
