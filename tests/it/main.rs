@@ -14,6 +14,7 @@ mod live_ingest;
 mod operations;
 mod oracle;
 mod reference;
+mod replica;
 mod schema;
 mod support;
 mod wire;

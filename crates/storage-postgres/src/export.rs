@@ -1,35 +1,57 @@
-//! The ledger export: one ordered range scan of the party's segments, streamed with `COPY
-//! (SELECT …) TO STDOUT` inside one read-only snapshot.
+//! The ledger export: the party's segments in key order, read in chunks, each chunk in a short
+//! read-only snapshot of its own, all bounded by one cut taken when the export starts.
 //!
-//! A segment wholly inside the time window, with no asset asked for, goes to the sink as it is
-//! stored, in one call, without its index; only the segments at the window's edges, and every
-//! segment of a one-asset export, come with their index and are cut line by line
-//! (`SegmentRef::emit`).
+//! Why chunks: a snapshot held for a whole export holds back vacuum on the primary for as long
+//! as the slowest client takes, and on a hot standby it is cancelled once WAL replay has waited
+//! `max_standby_streaming_delay` (30 s by default) for it ("terminating connection due to
+//! conflict with recovery"): a 20 MB export read at 256 KiB/s was cut 31 s in. So each chunk of
+//! at most `PgConfig::export_chunk_segments` segments is read whole into memory (compressed, a
+//! few MiB) and its snapshot ended before any of it goes to the client: a snapshot lives for
+//! as long as the database takes to send one chunk, whatever the client's speed.
 //!
-//! `COPY` rather than fetches from a portal: the server sends rows as fast as the client takes
-//! them, with no round trip per batch and the database producing while the client writes, and
-//! memory stays bounded by the socket buffers (the connection reads no further ahead than the
-//! export takes). The rows come in binary `COPY` form, so each segment arrives as it is stored:
-//! compressed (`packed.rs`), and decompressed here into buffers that the export reuses for every
-//! segment.
+//! Why the answer is still one snapshot's: stored lines never change (a segment may be
+//! rewritten, never a line), so the export is the party's lines from the first chunk's snapshot
+//! up to the party's last line then (`Cut::end`). Each later chunk starts after the last key
+//! already sent, and compares its snapshot with the first one (`pg_current_snapshot()`): when
+//! they are the same, nothing was committed in between and its segments go out as before;
+//! when not, every segment comes with its index and is cut line by line to the keys after the
+//! last sent and up to `Cut::end`, so lines committed since (appended after the party's last
+//! line, as a stream's next blocks are) stay out and rewritten segments are not sent twice.
+//!
+//! A segment wholly inside the time window, with no asset asked for and nothing committed since
+//! the first chunk, goes to the sink as it is stored, in one call, without its index; only the
+//! segments at the window's edges, and every segment of a one-asset export, come with their
+//! index and are cut line by line (`SegmentRef::emit`).
+//!
+//! A chunk is one `COPY (SELECT …) TO STDOUT (FORMAT binary)`: no round trip per segment, and
+//! each segment arrives as it is stored, compressed (`packed.rs`), to be decompressed into
+//! buffers that the export reuses for every segment. The first chunk is small, so that the
+//! first byte leaves early; each next one is twice as large, up to the configured size. The
+//! chunks after the first are read on a thread of the export's own, one ahead of the one being
+//! sent, so that the database produces while the client reads, as a single streamed `COPY` did.
 
-use std::cell::Cell;
 use std::ops::ControlFlow;
+use std::sync::mpsc;
 
 use ledger_core::ExportFilter;
-use postgres::Transaction;
-use postgres::binary_copy::{BinaryCopyOutIter, BinaryCopyOutRow};
+use postgres::binary_copy::BinaryCopyOutIter;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
+use postgres::{SimpleQueryMessage, Transaction};
 
 use super::packed::unpack_into;
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::backend::inclusive_bounds;
-use storage::segment::{self, SegmentRef};
+use storage::segment::{self, KeyRange, LineKey, SegmentRef};
 use storage::{Damage, Error, ExportSink, ExportSummary, LedgerStore};
 
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
 const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
+
+/// The key of the party's last stored line: the end of an export's cut.
+const END_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx FROM ledger_segments \
+     WHERE party = $1 \
+     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1";
 
 /// Planner settings for the export's transaction. `COPY` takes no parameters, so the planner
 /// sees the values and, misjudging a large party as a small one, may pick a bitmap scan and
@@ -37,6 +59,9 @@ const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
 /// primary key range scan (`query_plans.rs` pins it). `SET LOCAL` ends with the transaction.
 pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
      SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
+
+/// Segments in an export's first chunk: a small one, so that the first byte leaves early.
+const FIRST_CHUNK_SEGMENTS: usize = 4;
 
 /// What an export reads: a party's lines within the vega-time window `[low, high]` (bounds
 /// inclusive, see `inclusive_bounds`), of one asset or of all, as dictionary ids.
@@ -48,49 +73,84 @@ pub(crate) struct Scan {
     pub high: i64,
 }
 
+/// Which of the scan's segments one chunk reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chunk {
+    /// Only the segments ending after this key (the last one already read).
+    pub after: Option<LineKey>,
+    /// Every segment with its index: something was committed since the cut was taken.
+    pub all_keys: bool,
+    /// At most this many segments.
+    pub segments: usize,
+}
+
+/// Where the export's answer ends, taken in the first chunk's snapshot.
+struct Cut {
+    /// The key of the party's last line then.
+    end: LineKey,
+    /// That snapshot (`pg_current_snapshot()`), to tell whether a later chunk sees the same.
+    snapshot: String,
+}
+
+/// One segment of a chunk, as stored (compressed): it outlives the chunk's snapshot.
+struct Fetched {
+    lines: i32,
+    csv: Vec<u8>,
+    /// Its index, when the segment must be cut line by line.
+    keys: Option<Vec<u8>>,
+    /// Its last line's key.
+    last: LineKey,
+}
+
 impl Scan {
-    /// The query an export copies out: the party's segments holding a line within the window,
-    /// in the total order, as (line count, lines, index). The index comes only with a segment
-    /// to cut: one reaching out of the window, or any when only one asset's lines are wanted.
-    /// The values are integers written into the text, since `COPY` takes no parameters.
-    pub(crate) fn sql(&self) -> String {
+    /// The query of one chunk: the party's segments after `chunk.after` holding a line within
+    /// the window, in the total order, as (line count, lines, index, last key). The index
+    /// comes only with a segment to cut: one reaching out of the window, any when only one
+    /// asset's lines are wanted, every one when `chunk.all_keys`. The values are integers
+    /// written into the text, since `COPY` takes no parameters.
+    pub(crate) fn sql(&self, chunk: &Chunk) -> String {
         let Scan {
             party,
             asset,
             low,
             high,
         } = *self;
-        let keys = match asset {
-            Some(_) => "keys".to_owned(),
-            None => format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END"),
+        let keys = match (asset, chunk.all_keys) {
+            (Some(_), _) | (_, true) => "keys".to_owned(),
+            (None, false) => {
+                format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END")
+            }
+        };
+        let after = match chunk.after {
+            Some((time, block, seq, idx)) => format!(
+                " AND (last_time, last_block, last_seq, last_idx) > ({time}, {block}, {seq}, {idx})"
+            ),
+            None => String::new(),
         };
         format!(
             "SELECT lines, csv, {keys}, last_time, last_block, last_seq, last_idx \
              FROM ledger_segments \
-             WHERE party = {party} AND last_time >= {low} AND first_time <= {high} \
-             ORDER BY last_time, last_block, last_seq, last_idx"
+             WHERE party = {party} AND last_time >= {low} AND first_time <= {high}{after} \
+             ORDER BY last_time, last_block, last_seq, last_idx LIMIT {}",
+            chunk.segments
         )
     }
 
-    /// Hands the lines of one segment that the export wants to the sink: all of them in one
-    /// call when the segment came without its index, else those the index picks.
+    /// Hands the lines of one segment within `range` to the sink: all of them in one call when
+    /// the segment came without its index (then it lies wholly within), else those the index
+    /// picks. Damage found names the segment.
     fn send(
         &self,
-        row: &BinaryCopyOutRow,
+        segment: &Fetched,
+        range: KeyRange,
         buffers: &mut Buffers,
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> Result<ControlFlow<()>, Error> {
-        self.send_verified(row, buffers, sink, summary)
+        self.send_verified(segment, range, buffers, sink, summary)
             .map_err(|err| {
                 err.at("ledger_segments", || {
-                    let last = (3..7).map(|column| row.try_get::<i64>(column));
-                    match last.collect::<Result<Vec<_>, _>>().as_deref() {
-                        Ok(&[time, block, seq, idx]) => {
-                            segment::describe("party", self.party.into(), (time, block, seq, idx))
-                        }
-                        _ => format!("party {}", self.party),
-                    }
+                    segment::describe("party", self.party.into(), segment.last)
                 })
             })
     }
@@ -98,21 +158,21 @@ impl Scan {
     /// [`Scan::send`], each blob's checksum verified as it is unpacked.
     fn send_verified(
         &self,
-        row: &BinaryCopyOutRow,
+        segment: &Fetched,
+        range: KeyRange,
         buffers: &mut Buffers,
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> Result<ControlFlow<()>, Error> {
-        unpack_into(row.try_get(1).map_err(map_err)?, "csv", &mut buffers.csv)?;
-        if let Some(keys) = row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+        unpack_into(&segment.csv, "csv", &mut buffers.csv)?;
+        if let Some(keys) = &segment.keys {
             unpack_into(keys, "keys", &mut buffers.keys)?;
-            let segment = SegmentRef::new(&buffers.csv, &buffers.keys)?;
+            let view = SegmentRef::new(&buffers.csv, &buffers.keys)?;
             let asset = self.asset.map(i64::from);
-            return Ok(segment.emit(self.low, self.high, asset, sink, summary));
+            return Ok(view.emit(range, asset, sink, summary));
         }
-        let lines = row.try_get::<i32>(0).map_err(map_err)?;
-        let lines = u64::try_from(lines)
-            .map_err(|_| Damage::Value(format!("ledger segment of {lines} lines")))?;
+        let lines = u64::try_from(segment.lines)
+            .map_err(|_| Damage::Value(format!("ledger segment of {} lines", segment.lines)))?;
         summary.rows += lines;
         let flow = sink.rows(&buffers.csv, lines);
         summary.stopped = flow.is_break();
@@ -122,17 +182,6 @@ impl Scan {
 
 /// An export's decompressed segment, its lines and its index: allocated once per export and
 /// reused for every segment.
-/// The types of [`Scan::sql`]'s columns: lines, csv, keys, the last key.
-const COLUMNS: &[Type] = &[
-    Type::INT4,
-    Type::BYTEA,
-    Type::BYTEA,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-];
-
 #[derive(Default)]
 struct Buffers {
     csv: Vec<u8>,
@@ -145,70 +194,239 @@ impl LedgerStore for PgStore {
         filter: &ExportFilter,
         sink: &mut dyn ExportSink,
     ) -> Result<ExportSummary, Error> {
-        // Tried again on a fresh connection only while nothing has been sent.
-        let started = Cell::new(false);
-        self.read(
-            |conn| export(conn, filter, sink, &started),
-            || !started.get(),
-        )
+        let most = self.export_chunk_segments.max(1);
+        let segments = FIRST_CHUNK_SEGMENTS.min(most);
+        // Nothing is sent while a chunk is read, so each one may be tried again on a fresh
+        // connection.
+        let first = self.read(|conn| first_chunk(conn, filter, segments), || true)?;
+        let mut summary = ExportSummary::default();
+        if sink.started().is_break() {
+            summary.stopped = true;
+            return Ok(summary);
+        }
+        let Some((scan, cut, fetched)) = first else {
+            return Ok(summary);
+        };
+        let Some(range) = KeyRange::window(scan.low, scan.high).up_to(cut.end) else {
+            return Ok(summary);
+        };
+        let export = Export {
+            store: self,
+            scan,
+            cut,
+            most,
+        };
+        // The next chunks are read on a thread of their own while this one sends, so that the
+        // database produces while the client reads, as one streamed `COPY` did; one chunk
+        // waits in the channel, one is being read.
+        std::thread::scope(|scope| {
+            let (chunks, next) = mpsc::sync_channel(1);
+            std::thread::Builder::new()
+                .name("pg-export-chunks".to_owned())
+                .spawn_scoped(scope, || export.read_ahead(&fetched, segments, chunks))
+                .map_err(|err| Error::Internal(Box::new(err)))?;
+            // Returning drops the receiver: a reader waiting to hand over a chunk stops, and
+            // the scope waits for it.
+            export
+                .send_all(&fetched, range, next, sink, &mut summary)
+                .map(|()| summary)
+        })
     }
 }
 
-fn export(
-    conn: &mut PgConn,
-    filter: &ExportFilter,
-    sink: &mut dyn ExportSink,
-    started: &Cell<bool>,
-) -> Result<ExportSummary, Error> {
-    let tls = conn.tls.clone();
-    let (mut tx, mut statements) = conn.snapshot()?;
-    let mut scan = None;
-    if let Some((low, high)) = inclusive_bounds(&filter.range)
-        && let Some((party, asset)) = ids(&mut tx, &mut statements, filter)?
-    {
-        tx.batch_execute(EXPORT_PLANNER).map_err(map_err)?;
-        scan = Some(Scan {
-            party,
-            asset,
-            low,
-            high,
-        });
-    }
-    started.set(true);
-    let mut summary = ExportSummary::default();
-    if sink.started().is_break() {
-        summary.stopped = true;
-        return Ok(summary);
-    }
-    if let Some(scan) = scan {
-        let cancel = tx.cancel_token();
-        let reader = tx
-            .copy_out(&format!("COPY ({}) TO STDOUT (FORMAT binary)", scan.sql()))
-            .map_err(map_err)?;
-        let mut rows = BinaryCopyOutIter::new(reader, COLUMNS);
-        let mut buffers = Buffers::default();
-        while let Some(row) = rows.next().map_err(map_err)? {
-            if scan
-                .send(&row, &mut buffers, sink, &mut summary)?
-                .is_break()
-            {
-                break;
+/// An export under way, after its first chunk.
+struct Export<'s> {
+    store: &'s PgStore,
+    scan: Scan,
+    cut: Cut,
+    /// The most segments a chunk reads.
+    most: usize,
+}
+
+impl Export<'_> {
+    /// Reads the chunks after `first` (of `segments` segments asked for) into `chunks`, each
+    /// twice as large as the one before up to the most, until one comes back short, one ends
+    /// past the cut, a read fails (sent on), or the sender stops listening.
+    fn read_ahead(
+        &self,
+        first: &[Fetched],
+        mut segments: usize,
+        chunks: mpsc::SyncSender<Result<Vec<Fetched>, Error>>,
+    ) {
+        let mut after = match first.last() {
+            Some(last) if first.len() == segments => last.last,
+            _ => return,
+        };
+        while after < self.cut.end {
+            segments = (segments * 2).min(self.most);
+            let chunk = Chunk {
+                after: Some(after),
+                all_keys: false,
+                segments,
+            };
+            let fetched = self.store.read(
+                |conn| next_chunk(conn, &self.scan, &self.cut, chunk),
+                || true,
+            );
+            let next = match &fetched {
+                Ok(fetched) if fetched.len() == segments => fetched.last().map(|last| last.last),
+                _ => None,
+            };
+            if chunks.send(fetched).is_err() {
+                return;
+            }
+            match next {
+                Some(last) => after = last,
+                None => return,
             }
         }
-        if summary.stopped {
-            // Ending the transaction would first read the rest of the copy: stop it instead.
-            // Best effort: the copy then ends with an error, which the rollback reads past.
-            let _ = cancel.cancel_query(tls);
-            drop(rows);
-            drop(tx);
-            // A cancel that arrived late would hit the connection's next query: drop it.
-            conn.broken = true;
-            return Ok(summary);
-        }
     }
+
+    /// Sends the first chunk's segments, then those of every chunk read ahead, each cut to
+    /// `range` as it narrows past the segments already sent.
+    fn send_all(
+        &self,
+        first: &[Fetched],
+        mut range: KeyRange,
+        next: mpsc::Receiver<Result<Vec<Fetched>, Error>>,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> Result<(), Error> {
+        let mut buffers = Buffers::default();
+        let mut send = |fetched: &[Fetched]| -> Result<ControlFlow<()>, Error> {
+            for segment in fetched {
+                if self
+                    .scan
+                    .send(segment, range, &mut buffers, sink, summary)?
+                    .is_break()
+                {
+                    return Ok(ControlFlow::Break(()));
+                }
+                match range.after(segment.last) {
+                    Some(rest) => range = rest,
+                    None => return Ok(ControlFlow::Break(())),
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        };
+        if send(first)?.is_break() {
+            return Ok(());
+        }
+        // Ends when the reader does: after the last chunk, or when it failed.
+        for fetched in next {
+            if send(&fetched?)?.is_break() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The export's first chunk, and the scan and the cut it bounds the others by; `None` when the
+/// party, the asset or the window holds nothing.
+fn first_chunk(
+    conn: &mut PgConn,
+    filter: &ExportFilter,
+    segments: usize,
+) -> Result<Option<(Scan, Cut, Vec<Fetched>)>, Error> {
+    let (mut tx, mut statements) = conn.snapshot()?;
+    let Some((low, high)) = inclusive_bounds(&filter.range) else {
+        return Ok(None);
+    };
+    let Some((party, asset)) = ids(&mut tx, &mut statements, filter)? else {
+        return Ok(None);
+    };
+    let statement = statements.get(&mut tx, END_SQL)?;
+    let Some(end) = tx.query_opt(&statement, &[&party]).map_err(map_err)? else {
+        return Ok(None);
+    };
+    let end: LineKey = (end.get(0), end.get(1), end.get(2), end.get(3));
+    let scan = Scan {
+        party,
+        asset,
+        low,
+        // No line of the cut is later.
+        high: high.min(end.0),
+    };
+    if scan.low > scan.high {
+        return Ok(None);
+    }
+    let snapshot = planned_snapshot(&mut tx)?;
+    let chunk = Chunk {
+        after: None,
+        all_keys: false,
+        segments,
+    };
+    let fetched = fetch(&mut tx, &scan, &chunk)?;
     // Read-only: ending it either way releases the snapshot; commit is the cheap one.
     tx.commit().map_err(map_err)?;
-    Ok(summary)
+    Ok(Some((scan, Cut { end, snapshot }, fetched)))
+}
+
+/// A later chunk, in a snapshot of its own: every segment with its index when that snapshot is
+/// not the first chunk's.
+fn next_chunk(
+    conn: &mut PgConn,
+    scan: &Scan,
+    cut: &Cut,
+    mut chunk: Chunk,
+) -> Result<Vec<Fetched>, Error> {
+    let (mut tx, _) = conn.snapshot()?;
+    chunk.all_keys = planned_snapshot(&mut tx)? != cut.snapshot;
+    let fetched = fetch(&mut tx, scan, &chunk)?;
+    tx.commit().map_err(map_err)?;
+    Ok(fetched)
+}
+
+/// Sets the export's planner settings and answers the transaction's snapshot, in one round
+/// trip. Two snapshots that print alike see the same committed transactions, so the same data.
+fn planned_snapshot(tx: &mut Transaction<'_>) -> Result<String, Error> {
+    let messages = tx
+        .simple_query(&format!(
+            "{EXPORT_PLANNER}; SELECT pg_current_snapshot()::text"
+        ))
+        .map_err(map_err)?;
+    messages
+        .iter()
+        .find_map(|message| match message {
+            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .ok_or_else(|| Error::Internal("pg_current_snapshot() answered no row".into()))
+}
+
+/// Reads one chunk's segments whole.
+fn fetch(tx: &mut Transaction<'_>, scan: &Scan, chunk: &Chunk) -> Result<Vec<Fetched>, Error> {
+    let reader = tx
+        .copy_out(&format!(
+            "COPY ({}) TO STDOUT (FORMAT binary)",
+            scan.sql(chunk)
+        ))
+        .map_err(map_err)?;
+    let types = [
+        Type::INT4,
+        Type::BYTEA,
+        Type::BYTEA,
+        Type::INT8,
+        Type::INT8,
+        Type::INT8,
+        Type::INT8,
+    ];
+    let mut rows = BinaryCopyOutIter::new(reader, &types);
+    let mut fetched = Vec::with_capacity(chunk.segments);
+    while let Some(row) = rows.next().map_err(map_err)? {
+        let key = |i| row.try_get::<i64>(i).map_err(map_err);
+        fetched.push(Fetched {
+            lines: row.try_get(0).map_err(map_err)?,
+            csv: row.try_get::<&[u8]>(1).map_err(map_err)?.to_vec(),
+            keys: row
+                .try_get::<Option<&[u8]>>(2)
+                .map_err(map_err)?
+                .map(<[u8]>::to_vec),
+            last: (key(3)?, key(4)?, key(5)?, key(6)?),
+        });
+    }
+    Ok(fetched)
 }
 
 /// The party's dictionary id and the asset's, when one is asked for; `None` when either is

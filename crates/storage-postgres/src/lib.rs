@@ -18,7 +18,7 @@
 //! `seq_base`) with its hash, and `schema_info` the chain id. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
-//! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot
+//! `REPEATABLE READ READ ONLY` transactions (an export one per chunk of segments), so they work with a read-only role and on a hot
 //! standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
 //! as long as it lives, and commits whole blocks with `COPY` in one transaction each
 //! (`ingest.rs`).
@@ -61,6 +61,10 @@ pub struct PgConfig {
     /// How long a read waits for a pooled connection, and a new connection for the database,
     /// before it fails as [`Error::Unavailable`].
     pub wait: Duration,
+    /// The most segments (about 256 KiB of lines each) an export reads in one snapshot: it
+    /// holds them in memory, compressed, and its snapshot lasts as long as the database takes
+    /// to send them, whatever the client's speed (see `export.rs`).
+    pub export_chunk_segments: usize,
 }
 
 impl Default for PgConfig {
@@ -68,6 +72,7 @@ impl Default for PgConfig {
         Self {
             max_connections: 16,
             wait: Duration::from_secs(5),
+            export_chunk_segments: 32,
         }
     }
 }
@@ -81,6 +86,8 @@ pub struct PgStore {
     /// The chain tip, refreshed in the background; declared after the pool only for reading
     /// order: it holds a clone of the pool and stops (joining its thread) when dropped.
     tip: tip::TipWatch,
+    /// See [`PgConfig::export_chunk_segments`].
+    export_chunk_segments: usize,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -114,7 +121,11 @@ impl PgStore {
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
         let tip = tip::TipWatch::start(pool.clone());
-        Ok(Self { pool, tip })
+        Ok(Self {
+            pool,
+            tip,
+            export_chunk_segments: config.export_chunk_segments,
+        })
     }
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
@@ -338,8 +349,6 @@ pub(crate) struct PgConn {
     served: u64,
     /// Set when the connection failed or was left mid-stream: the pool drops it.
     broken: bool,
-    /// For cancelling a query the client no longer wants.
-    tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
 
 impl PgConn {
@@ -420,7 +429,6 @@ impl r2d2::ManageConnection for Manager {
             specs: HashMap::new(),
             served: 0,
             broken: false,
-            tls: self.tls.clone(),
         })
     }
 

@@ -3,7 +3,7 @@
 //! and analysed tables, as the planner sees a real store.
 
 use super::PgStore;
-use super::export::{EXPORT_PLANNER, Scan};
+use super::export::{Chunk, EXPORT_PLANNER, Scan};
 use super::oracle::SegmentScan;
 use super::segments::{LEDGER, ORACLE, Table};
 use storage::{IngestBatch, IngestWriter, suite};
@@ -81,29 +81,44 @@ fn scans_are_primary_key_range_scans() {
         )
         .unwrap();
 
-    let scan = |asset, low, high| {
+    let scan = |asset, low, high, after| {
         Scan {
             party: 1000,
             asset,
             low,
             high,
         }
-        .sql()
+        .sql(&Chunk {
+            after,
+            all_keys: false,
+            segments: 32,
+        })
     };
     // An export: one ordered range scan of the party's segments from the window's start; the
     // filter only stops it reading segments that begin after the window.
-    let whole = export_plan(&mut client, &scan(None, 0, i64::MAX));
+    let whole = export_plan(&mut client, &scan(None, 0, i64::MAX, None));
     assert_eq!(
         whole,
-        "Index Scan using ledger_segments_pkey on ledger_segments\n  \
-         Index Cond: ((party = 1000) AND (last_time >= 0))\n  \
+        "Limit\n  \
+         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
+         Index Cond: ((party = 1000) AND (last_time >= 0))\n        \
          Filter: (first_time <= '9223372036854775807'::bigint)"
     );
-    let one = export_plan(&mut client, &scan(Some(2), 5, 100));
+    let one = export_plan(&mut client, &scan(Some(2), 5, 100, None));
     assert_eq!(
         one,
-        "Index Scan using ledger_segments_pkey on ledger_segments\n  \
-         Index Cond: ((party = 1000) AND (last_time >= 5))\n  \
+        "Limit\n  \
+         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
+         Index Cond: ((party = 1000) AND (last_time >= 5))\n        \
+         Filter: (first_time <= 100)"
+    );
+    // A later chunk goes on from the last segment read, along the same index.
+    let next = export_plan(&mut client, &scan(None, 0, 100, Some((7, 8, 9, 10))));
+    assert_eq!(
+        next,
+        "Limit\n  \
+         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
+         Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n        \
          Filter: (first_time <= 100)"
     );
     // An ingest's reads and deletes: a range scan or a seek per owner, never a pass over the

@@ -20,7 +20,12 @@ fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
         return;
     };
     let mut writer = PgStore::writer(db.url()).unwrap();
-    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    // Chunks of two segments: every export of more reads several snapshots.
+    let config = PgConfig {
+        export_chunk_segments: 2,
+        ..PgConfig::default()
+    };
+    let store = PgStore::open(db.url(), config).unwrap();
     body(&store, &mut writer);
 }
 

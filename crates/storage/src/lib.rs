@@ -40,8 +40,14 @@
 //!   highest sequence number of the two.
 //! - **Rows are immutable.** A row already stored at a key is left as it is; committing the same
 //!   batch twice adds nothing.
-//! - **One snapshot per read.** An export and a page each read one consistent snapshot: a batch
-//!   committed meanwhile is either wholly visible or not at all, and never part of a block.
+//! - **One consistent cut per read.** A page reads one snapshot. An export answers what the
+//!   store held when it started, byte for byte: batches committed while it runs, appending to
+//!   the party's rows (as an ingest's next blocks do), never show in it, wholly or in part.
+//!   SQLite reads an export in one snapshot; PostgreSQL in chunks of segments, each in a short
+//!   snapshot of its own, bounded by the party's last line when the export started, so that no
+//!   snapshot is held for as long as a slow client takes (a hot standby cancels one held past
+//!   `max_standby_streaming_delay`). A batch that lands rows among the party's stored ones
+//!   while a PostgreSQL export runs, which no ingest of one stream does, may show in its rest.
 //! - **Data version.** [`OracleStore::data_version`] answers `None` (cannot tell, the default)
 //!   or a version that two calls answer alike only if nothing was committed between them, so
 //!   that the HTTP layer may serve a page read at that version again. It answers from memory:

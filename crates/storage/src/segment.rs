@@ -122,6 +122,52 @@ pub fn first_key_at(time: i64) -> LineKey {
     (time, i64::MIN, i64::MIN, i64::MIN)
 }
 
+/// The keys from `first` to `last`, both included: what an export reads of each segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    /// The first key in the range.
+    pub first: LineKey,
+    /// The last key in the range.
+    pub last: LineKey,
+}
+
+impl KeyRange {
+    /// Every line within the vega-time window `[low, high]` (inclusive).
+    pub fn window(low: i64, high: i64) -> Self {
+        KeyRange {
+            first: first_key_at(low),
+            last: (high, i64::MAX, i64::MAX, i64::MAX),
+        }
+    }
+
+    /// The part of the range after `key`, `None` when nothing is left of it.
+    pub fn after(self, key: LineKey) -> Option<Self> {
+        let next = successor(key)?;
+        let first = self.first.max(next);
+        (first <= self.last).then_some(KeyRange { first, ..self })
+    }
+
+    /// The part of the range up to `key` (included), `None` when nothing is left of it.
+    pub fn up_to(self, key: LineKey) -> Option<Self> {
+        let last = self.last.min(key);
+        (self.first <= last).then_some(KeyRange { last, ..self })
+    }
+}
+
+/// The next key in the total order, `None` after the greatest.
+fn successor((time, block, seq, idx): LineKey) -> Option<LineKey> {
+    Some(match idx.checked_add(1) {
+        Some(idx) => (time, block, seq, idx),
+        None => match seq.checked_add(1) {
+            Some(seq) => (time, block, seq, i64::MIN),
+            None => match block.checked_add(1) {
+                Some(block) => (time, block, i64::MIN, i64::MIN),
+                None => (time.checked_add(1)?, i64::MIN, i64::MIN, i64::MIN),
+            },
+        },
+    })
+}
+
 /// One line of a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Line<'a> {
@@ -305,21 +351,17 @@ impl<'a> SegmentRef<'a> {
         (at < self.len() && self.key(at) == key).then(|| self.line(at))
     }
 
-    /// Hands the lines within the vega-time window `[low, high]` (inclusive) and, when `asset`
-    /// is given, of that asset, to the sink in as few calls as runs of adjacent lines allow.
+    /// Hands the lines within `range` and, when `asset` is given, of that asset, to the sink in
+    /// as few calls as runs of adjacent lines allow.
     pub fn emit(
         &self,
-        low: i64,
-        high: i64,
+        range: KeyRange,
         asset: Option<i64>,
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> ControlFlow<()> {
-        let first = self.partition(first_key_at(low));
-        let end = match high.checked_add(1) {
-            Some(after) => self.partition(first_key_at(after)),
-            None => self.len(),
-        };
+        let first = self.partition(range.first);
+        let end = first.max(self.partition_after(range.last));
         let mut run = first;
         for i in first..end {
             if asset.is_some_and(|asset| self.field(i, 4) != asset) {
@@ -328,6 +370,20 @@ impl<'a> SegmentRef<'a> {
             }
         }
         self.send(run..end, sink, summary)
+    }
+
+    /// The first line after `key` (`len()` when none is).
+    fn partition_after(&self, key: LineKey) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.key(middle) <= key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
     }
 
     fn send(
@@ -485,11 +541,15 @@ mod tests {
     }
 
     fn emit(segment: &Segment, low: i64, high: i64, asset: Option<i64>) -> (String, Collect) {
+        emit_range(segment, KeyRange::window(low, high), asset)
+    }
+
+    fn emit_range(segment: &Segment, range: KeyRange, asset: Option<i64>) -> (String, Collect) {
         let view = SegmentRef::new(&segment.csv, &segment.keys).unwrap();
         let mut sink = Collect::default();
         let mut summary = ExportSummary::default();
         assert!(
-            view.emit(low, high, asset, &mut sink, &mut summary)
+            view.emit(range, asset, &mut sink, &mut summary)
                 .is_continue()
         );
         assert_eq!(summary.rows, sink.rows);
@@ -516,6 +576,50 @@ mod tests {
         assert_eq!(emit(&segment, 3, i64::MAX, None).0, "3,asset0\n");
         assert_eq!(emit(&segment, 4, 10, None).1.calls, 0);
         assert_eq!(emit(&segment, i64::MIN, 0, None).0, "0,asset1\n");
+    }
+
+    #[test]
+    fn a_key_range_resumes_after_a_key_and_stops_at_one() {
+        // Times 0, 1, 1, 2, 2, 3 (line keys (t, 1, asset, 0)).
+        let lines: Vec<_> = (1..=6).map(|t| line(t / 2, t % 2)).collect();
+        let segment = segment(&lines);
+        let all = KeyRange::window(i64::MIN, i64::MAX);
+        let range = all
+            .after((1, 1, 0, 0))
+            .unwrap()
+            .up_to((2, 1, 0, 0))
+            .unwrap();
+        assert_eq!(
+            emit_range(&segment, range, None).0,
+            "1,asset1
+2,asset0
+"
+        );
+        // After a key not stored, up to the end.
+        let range = all.after((1, 1, 0, 5)).unwrap();
+        assert_eq!(
+            emit_range(&segment, range, None).0,
+            "1,asset1
+2,asset0
+2,asset1
+3,asset0
+"
+        );
+        assert_eq!(all.after((i64::MAX, i64::MAX, i64::MAX, i64::MAX)), None);
+        assert_eq!(
+            all.up_to((i64::MIN, 0, 0, 0)).unwrap().last,
+            (i64::MIN, 0, 0, 0)
+        );
+        let window = KeyRange::window(5, 9);
+        assert_eq!(window.after((9, i64::MAX, i64::MAX, i64::MAX)), None);
+        assert_eq!(window.up_to((4, 0, 0, 0)), None);
+        assert_eq!(
+            window
+                .after((5, i64::MAX, i64::MAX, i64::MAX))
+                .unwrap()
+                .first,
+            (6, i64::MIN, i64::MIN, i64::MIN)
+        );
     }
 
     #[test]
@@ -557,8 +661,13 @@ mod tests {
         let mut summary = ExportSummary::default();
         let mut sink = StopAfterOne(0);
         assert!(
-            view.emit(i64::MIN, i64::MAX, Some(1), &mut sink, &mut summary)
-                .is_break()
+            view.emit(
+                KeyRange::window(i64::MIN, i64::MAX),
+                Some(1),
+                &mut sink,
+                &mut summary
+            )
+            .is_break()
         );
         assert_eq!((sink.0, summary.rows, summary.stopped), (1, 1, true));
     }

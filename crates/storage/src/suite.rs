@@ -27,7 +27,8 @@ use crate::{
 };
 
 pub use export::{
-    export_filters_by_party_asset_and_half_open_time_range, export_orders_rows_across_assets,
+    export_filters_by_party_asset_and_half_open_time_range,
+    export_is_one_cut_while_batches_commit_between_chunks, export_orders_rows_across_assets,
     export_reads_one_snapshot_while_a_batch_commits,
     export_spans_many_segments_committed_in_any_order, export_stops_when_the_sink_breaks,
 };
@@ -54,6 +55,7 @@ macro_rules! backend_tests {
             export_filters_by_party_asset_and_half_open_time_range,
             export_stops_when_the_sink_breaks,
             export_reads_one_snapshot_while_a_batch_commits,
+            export_is_one_cut_while_batches_commit_between_chunks,
             export_spans_many_segments_committed_in_any_order,
             oracle_pages_walk_every_dataset_in_both_directions,
             oracle_pages_walk_data_of_many_kilobytes,

@@ -7,11 +7,17 @@
 //! runs. A server that cannot be reached fails the test, naming the opt-out: a test that cannot
 //! run must not pass silently. `DATANODE_TEST_PG=skip` skips them, printing so (refused under
 //! CI, `CI=true`).
+//!
+//! `server.rs`: servers of a test's own, started with the installed server programs (the TLS
+//! tests' servers, a hot standby of the test server), skipped only with `NO_SERVER_VAR`.
+
+mod server;
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use postgres::{Client, NoTls};
+pub use server::{BIN_VAR, NO_SERVER_VAR, Programs, Standby, free_port, run};
 
 /// The variable naming the test server.
 pub const TEST_PG_VAR: &str = "DATANODE_TEST_PG";

@@ -3,9 +3,8 @@
 //! started with `ssl=on` and a certificate made here.
 
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
@@ -13,6 +12,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair,
 use super::{Check, Tls, split};
 use crate::Manager;
 use storage::Error;
+use testdb::{Programs, free_port, run};
 
 #[track_caller]
 fn check(url: &str, expected_url: &str, expected_check: Check) {
@@ -189,39 +189,20 @@ impl Authority {
     }
 }
 
-/// Set to skip the tests that start a PostgreSQL server of their own, on a machine without
-/// PostgreSQL's server programs; without it, such a machine fails them.
-const NO_SERVER_VAR: &str = "DATANODE_TEST_NO_PG_SERVER";
-/// The directory of PostgreSQL's server programs (`initdb`, `pg_ctl`); by default the newest
-/// `/usr/lib/postgresql/*/bin`, where Debian installs them.
-const BIN_VAR: &str = "DATANODE_TEST_PG_BIN";
-
 /// A PostgreSQL server of the test's own, on a free loopback port, with TLS on; stopped and
 /// its directory removed when dropped.
 struct ThrowawayServer {
-    bin: PathBuf,
+    programs: Programs,
     dir: tempfile::TempDir,
     port: u16,
-    /// True when the test runs as root: initdb refuses root, so the server runs as `postgres`.
-    as_postgres: bool,
 }
 
 impl ThrowawayServer {
     /// Starts one presenting `cert` and `key` (PEM); `None` when PostgreSQL is missing and
-    /// [`NO_SERVER_VAR`] is set.
+    /// `NO_SERVER_VAR` is set.
     fn start(cert: &str, key: &str) -> Option<Self> {
-        let Some(bin) = server_programs() else {
-            assert!(
-                std::env::var_os(NO_SERVER_VAR).is_some(),
-                "PostgreSQL's initdb and pg_ctl were not found (in {BIN_VAR} or \
-                 /usr/lib/postgresql/*/bin): install PostgreSQL, or set {NO_SERVER_VAR}=1 to \
-                 skip the TLS tests that need them"
-            );
-            eprintln!("skipped: no PostgreSQL server programs and {NO_SERVER_VAR} is set");
-            return None;
-        };
+        let programs = Programs::find("the TLS tests that need them")?;
         let dir = tempfile::tempdir().unwrap();
-        let as_postgres = dir.path().metadata().unwrap().uid() == 0;
         std::fs::write(dir.path().join("server.crt"), cert).unwrap();
         let key_path = dir.path().join("server.key");
         std::fs::File::create(&key_path)
@@ -230,20 +211,15 @@ impl ThrowawayServer {
             .unwrap();
         // PostgreSQL refuses a key file that others may read.
         std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        if as_postgres {
-            run(Command::new("chown")
-                .arg("-R")
-                .arg("postgres:")
-                .arg(dir.path()));
-        }
+        programs.own(dir.path());
         let server = Self {
-            bin,
+            programs,
             port: free_port(),
             dir,
-            as_postgres,
         };
         let data = server.dir.path().join("data");
         run(server
+            .programs
             .command("initdb")
             .args([
                 "--auth=trust",
@@ -262,6 +238,7 @@ impl ThrowawayServer {
         );
         // `-w` returns once the server accepts connections: no polling here.
         let started = server
+            .programs
             .command("pg_ctl")
             .args(["start", "-w", "-t", "60", "-D"])
             .arg(&data)
@@ -280,18 +257,6 @@ impl ThrowawayServer {
         Some(server)
     }
 
-    /// A command running one of PostgreSQL's programs as the server's user.
-    fn command(&self, program: &str) -> Command {
-        let program = self.bin.join(program);
-        if self.as_postgres {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(program);
-            command
-        } else {
-            Command::new(program)
-        }
-    }
-
     /// A URL for `host` (the name checked against the certificate), connecting to this server.
     fn url(&self, host: &str, params: &str) -> String {
         format!(
@@ -304,48 +269,12 @@ impl ThrowawayServer {
 impl Drop for ThrowawayServer {
     fn drop(&mut self) {
         let _ = self
+            .programs
             .command("pg_ctl")
             .args(["stop", "-m", "immediate", "-w", "-D"])
             .arg(self.dir.path().join("data"))
             .output();
     }
-}
-
-/// The directory holding `initdb` and `pg_ctl`, if any.
-fn server_programs() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os(BIN_VAR) {
-        return Some(PathBuf::from(bin));
-    }
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    versions.sort();
-    versions.pop().map(|(_, bin)| bin)
-}
-
-/// A loopback port free now (the server binds it right after).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-#[track_caller]
-fn run(command: &mut Command) {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// Connects with `url` and tells whether the connection is encrypted, or the error's chain.

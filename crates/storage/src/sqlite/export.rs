@@ -1,4 +1,11 @@
 //! The ledger export: one ordered range search over a party's segments.
+//!
+//! It reads one snapshot for the whole export, unlike PostgreSQL's chunks (`postgres/export.rs`).
+//! SQLite has no standby whose replay cancels a long reader; what a long reader costs it is the
+//! WAL: no checkpoint copies frames committed after the reader's snapshot, nor starts the WAL
+//! over, until the reader ends, so the WAL grows by whatever is committed meanwhile. On a live
+//! chain that is kilobytes a second, and the writer's bound (`checkpoint.rs`) checkpoints
+//! what it can; chunks would cost every export a transaction per chunk to save that.
 
 use std::ops::ControlFlow;
 
@@ -8,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{SqliteStore, at_segment, map_err, verified};
 use crate::backend::inclusive_bounds;
 use crate::error::Damage;
-use crate::segment::SegmentRef;
+use crate::segment::{KeyRange, SegmentRef};
 use crate::{Error, ExportSink, ExportSummary, LedgerStore};
 
 /// A party's segments that end at or after the window's start (`?2`), in order; the scan stops
@@ -139,6 +146,11 @@ fn send(
         Ok(sink.rows(csv, lines))
     } else {
         let keys = verified(row, (3, "keys"), 5)?;
-        Ok(SegmentRef::new(csv, keys)?.emit(scan.low, scan.high, scan.asset, sink, summary))
+        Ok(SegmentRef::new(csv, keys)?.emit(
+            KeyRange::window(scan.low, scan.high),
+            scan.asset,
+            sink,
+            summary,
+        ))
     }
 }

@@ -1,0 +1,250 @@
+//! PostgreSQL servers of a test's own, started with the installed server programs (`initdb`,
+//! `pg_ctl`, `pg_basebackup`): the TLS tests' servers, and a hot standby of the test server.
+//!
+//! A machine without the programs fails such a test, naming [`NO_SERVER_VAR`], which skips
+//! them instead (refused under CI, `CI=true`): a test that cannot run must not pass silently.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls};
+
+/// Set to skip the tests that start a PostgreSQL server of their own, on a machine without
+/// PostgreSQL's server programs; without it, such a machine fails them.
+pub const NO_SERVER_VAR: &str = "DATANODE_TEST_NO_PG_SERVER";
+
+/// The directory of PostgreSQL's server programs (`initdb`, `pg_ctl`, `pg_basebackup`); by
+/// default the newest `/usr/lib/postgresql/*/bin`, where Debian installs them.
+pub const BIN_VAR: &str = "DATANODE_TEST_PG_BIN";
+
+/// PostgreSQL's server programs, run as the user a server may run as.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    bin: PathBuf,
+    /// True when the test runs as root: initdb and postgres refuse root, so the programs run
+    /// as `postgres`.
+    as_postgres: bool,
+}
+
+impl Programs {
+    /// The installed programs; `None` (after printing why) when they are missing and
+    /// [`NO_SERVER_VAR`] is set.
+    ///
+    /// # Panics
+    ///
+    /// When they are missing and [`NO_SERVER_VAR`] is not set, or set under CI; `needed_by`
+    /// names the tests that need them.
+    pub fn find(needed_by: &str) -> Option<Programs> {
+        let Some(bin) = server_programs() else {
+            assert!(
+                std::env::var_os(NO_SERVER_VAR).is_some(),
+                "PostgreSQL's server programs were not found (in {BIN_VAR} or \
+                 /usr/lib/postgresql/*/bin): install PostgreSQL, or set {NO_SERVER_VAR}=1 to \
+                 skip {needed_by}"
+            );
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{NO_SERVER_VAR} is set: {needed_by} may not be skipped under CI"
+            );
+            eprintln!("skipped: no PostgreSQL server programs and {NO_SERVER_VAR} is set");
+            return None;
+        };
+        let as_postgres = std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
+        Some(Programs { bin, as_postgres })
+    }
+
+    /// A command running one of the programs as the server's user.
+    pub fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        }
+    }
+
+    /// Gives `dir` and everything in it to the server's user.
+    pub fn own(&self, dir: &Path) {
+        if self.as_postgres {
+            run(Command::new("chown").arg("-R").arg("postgres:").arg(dir));
+        }
+    }
+}
+
+/// The directory holding `initdb` and `pg_ctl`, if any.
+fn server_programs() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os(BIN_VAR) {
+        return Some(PathBuf::from(bin));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// A loopback port free now (the server binds it right after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Runs `command`, panicking with its error output when it fails.
+#[track_caller]
+pub fn run(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("{command:?}: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A hot standby of the test server (`DATANODE_TEST_PG`), made with `pg_basebackup -R` into a
+/// directory of the caller's and started on a free loopback port; stopped when dropped (the
+/// caller removes the directory).
+#[derive(Debug)]
+pub struct Standby {
+    programs: Programs,
+    data: PathBuf,
+    port: u16,
+}
+
+impl Standby {
+    /// Copies the server `admin_url` names into `dir/data` (the whole cluster, as a base backup
+    /// does) and starts it as a streaming standby of that server.
+    ///
+    /// # Panics
+    ///
+    /// When the copy or the start fails: the server must accept replication connections from
+    /// loopback (a `host replication all 127.0.0.1/32 trust` line in `pg_hba.conf`, which
+    /// `.ci/run` adds).
+    pub fn start(programs: &Programs, admin_url: &str, dir: &Path) -> Standby {
+        programs.own(dir);
+        let data = dir.join("data");
+        let backup = programs
+            .command("pg_basebackup")
+            .arg("--dbname")
+            .arg(admin_url)
+            .arg("--pgdata")
+            .arg(&data)
+            .args(["--write-recovery-conf", "--wal-method=stream"])
+            .args(["--checkpoint=fast", "--no-sync"])
+            .output()
+            .expect("pg_basebackup runs");
+        assert!(
+            backup.status.success(),
+            "pg_basebackup of the test server failed: {}\nThe server must accept replication \
+             connections from this machine: add `host replication all 127.0.0.1/32 trust` to \
+             its pg_hba.conf and reload it (as .ci/run does), or set {NO_SERVER_VAR}=1 to skip \
+             the tests that start servers of their own",
+            String::from_utf8_lossy(&backup.stderr).trim()
+        );
+        // A Debian cluster keeps its configuration files outside its data directory, so the
+        // copy may lack them: the standby gets its own, trusting loopback as the tests do.
+        for (file, text) in [
+            ("postgresql.conf", ""),
+            ("pg_ident.conf", ""),
+            (
+                "pg_hba.conf",
+                "local all all trust\nhost all all 127.0.0.1/32 trust\n",
+            ),
+        ] {
+            let path = data.join(file);
+            if !path.exists() {
+                std::fs::write(&path, text).expect("a configuration file of the standby");
+            }
+        }
+        programs.own(&data);
+        let standby = Standby {
+            programs: programs.clone(),
+            data,
+            port: free_port(),
+        };
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+             -c hot_standby=on -c fsync=off",
+            standby.port,
+            dir.display()
+        );
+        // `-w` returns once the standby accepts read-only connections: no polling here.
+        let log = dir.join("log");
+        let started = standby
+            .programs
+            .command("pg_ctl")
+            .args(["start", "-w", "-t", "120", "-D"])
+            .arg(&standby.data)
+            .arg("-l")
+            .arg(&log)
+            .args(["-o", &options])
+            .output()
+            .expect("pg_ctl runs");
+        if !started.status.success() {
+            panic!(
+                "pg_ctl start of the standby failed: {}\n{}",
+                String::from_utf8_lossy(&started.stderr),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        standby
+    }
+
+    /// The URL of `database` on the standby, as user `postgres`.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Waits until the standby has replayed everything the primary (`primary`, a connection to
+    /// it) had written when this was called: the event is the standby's replay position,
+    /// polled, since PostgreSQL 15 offers no call that blocks on it. Panics after `timeout`.
+    pub fn wait_replayed(&self, primary: &mut Client, timeout: Duration) {
+        let target: String = primary
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .expect("the primary's WAL position")
+            .get(0);
+        let mut standby = Client::connect(&self.url("postgres"), NoTls).expect("the standby");
+        let deadline = Instant::now() + timeout;
+        loop {
+            let replayed: bool = standby
+                .query_one(
+                    "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                    &[&target],
+                )
+                .expect("the standby's replay position")
+                .get(0);
+            if replayed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the standby did not replay up to {target} within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        let _ = self
+            .programs
+            .command("pg_ctl")
+            .args(["stop", "-m", "immediate", "-w", "-D"])
+            .arg(&self.data)
+            .output();
+    }
+}

@@ -1,0 +1,258 @@
+//! Read replicas: servers reading a PostgreSQL hot standby (`pg_basebackup -R` of the test
+//! server, started by the test on a free port) while an ingest writes to the primary. Every
+//! answer is the primary's at some block, never part of one, and no older than the block its
+//! `X-Block-Height` names; once the standby has replayed everything, the standby's servers
+//! answer as the primary's do.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use eventgen::GenerateConfig;
+use http_api::AppConfig;
+use ingest::IngestOptions;
+use serde_json::Value;
+use storage_postgres::{PgConfig, PgStore};
+use testdb::{Programs, Standby, TestDatabase};
+
+use crate::live_ingest::first_config;
+use crate::reference::{CSV_HEADER, Reference};
+use crate::support::{Server, get};
+
+const EXPORT: &str = "/api/v2/ledgerentry/export";
+const NEWEST_PAGE: &str = "/api/v2/oracle/data?pagination.newestFirst=true&pagination.first=20";
+
+/// How long the standby may take to replay what the primary wrote, or its servers to show it.
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The stream in parts: the first one stored before the standby is made, the others ingested
+/// while the servers read.
+fn parts() -> Vec<Vec<u8>> {
+    let mut parts = Vec::new();
+    let mut whole = Vec::new();
+    let mut config = GenerateConfig {
+        blocks: 30,
+        ..first_config()
+    };
+    for seed in 0..6 {
+        let mut part = Vec::new();
+        eventgen::generate(&config, &mut part).unwrap();
+        whole.extend_from_slice(&part);
+        parts.push(part);
+        let reference = Reference::from_ndjson(&whole);
+        let last_time = reference
+            .entries
+            .iter()
+            .map(|entry| entry.key.0)
+            .chain(reference.oracle.iter().map(|datum| datum.key.0))
+            .max()
+            .unwrap();
+        config = GenerateConfig {
+            seed: 500 + seed,
+            blocks: 10,
+            start_height: config.end_height(),
+            start_time_nanos: last_time,
+            genesis: false,
+            ..first_config()
+        };
+    }
+    parts
+}
+
+fn ingest_into(url: &str, stream: &[u8]) {
+    // The reader runs on threads of its own, which need the stream as their own.
+    let stream = stream.to_vec();
+    let mut writer = PgStore::writer(url).unwrap();
+    ingest::ingest(
+        io::Cursor::new(stream),
+        &mut writer,
+        &IngestOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+}
+
+fn serve(url: &str) -> Server {
+    let store = PgStore::open(url, PgConfig::default()).unwrap();
+    Server::start(Arc::new(store), AppConfig::default())
+}
+
+/// The height an answer says it holds at least.
+fn block_height(response: &crate::support::Response, context: &str) -> u64 {
+    response
+        .header("x-block-height")
+        .unwrap_or_else(|| panic!("{context}: no X-Block-Height"))
+        .parse()
+        .unwrap()
+}
+
+/// The block the model numbers as the last one at `height` (it numbers blocks in stream
+/// order from 0: the genesis block and the first one share the first height).
+fn block_at(height: u64) -> u64 {
+    height - first_config().start_height + 1
+}
+
+/// Checks an export of `party` against the model: it must be the export at one block, at or
+/// after its `X-Block-Height`; answers that block.
+fn check_export(
+    reference: &Reference,
+    party: &str,
+    addr: SocketAddr,
+    context: &str,
+) -> (u64, String) {
+    let response = get(addr, &format!("{EXPORT}?partyId={party}"), &[]);
+    assert_eq!(response.status, 200, "{context}: {}", response.text());
+    let at_least = block_at(block_height(&response, context));
+    let rows: Vec<_> = reference.entries_of(party).collect();
+    let n_rows = response.text().lines().count() - 1;
+    assert!(
+        n_rows <= rows.len(),
+        "{context}: {n_rows} rows, more than the stream's"
+    );
+    let last = n_rows.checked_sub(1).map_or(0, |last| rows[last].key.1);
+    let block = last.max(at_least);
+    let mut expected = String::from(CSV_HEADER);
+    for entry in rows.iter().filter(|entry| entry.key.1 <= block) {
+        expected.push_str(&entry.csv_line(party));
+    }
+    assert!(
+        response.text() == expected,
+        "{context}: {n_rows} rows, not the export at block {block} (X-Block-Height at block {at_least}), \
+         which has {} rows",
+        expected.lines().count() - 1
+    );
+    (block, expected)
+}
+
+/// Checks the newest page of oracle data against the model, as [`check_export`] does.
+fn check_page(reference: &Reference, addr: SocketAddr, context: &str) -> (u64, Vec<Value>) {
+    let response = get(addr, NEWEST_PAGE, &[]);
+    assert_eq!(response.status, 200, "{context}: {}", response.text());
+    let at_least = block_at(block_height(&response, context));
+    let nodes: Vec<Value> = response.json()["oracleData"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|edge| edge["node"].clone())
+        .collect();
+    let newest = nodes.first().map_or(0, |node| {
+        reference
+            .oracle
+            .iter()
+            .find(|datum| &datum.node == node)
+            .unwrap_or_else(|| panic!("{context}: a datum the stream does not hold"))
+            .key
+            .1
+    });
+    let block = newest.max(at_least);
+    let expected: Vec<Value> = reference
+        .oracle_rows(None, true)
+        .into_iter()
+        .filter(|datum| datum.key.1 <= block)
+        .take(20)
+        .map(|datum| datum.node.clone())
+        .collect();
+    assert!(
+        nodes == expected,
+        "{context}: not the newest page at block {block} (X-Block-Height at block {at_least})"
+    );
+    (block, nodes)
+}
+
+/// What the servers answered, by block: answers of one block must be equal.
+#[derive(Default)]
+struct Seen {
+    exports: HashMap<u64, String>,
+    pages: HashMap<u64, Vec<Value>>,
+}
+
+impl Seen {
+    fn round(&mut self, reference: &Reference, party: &str, servers: &[(&str, SocketAddr)]) {
+        for (name, addr) in servers {
+            let (block, export) = check_export(reference, party, *addr, name);
+            let first = self.exports.entry(block).or_insert_with(|| export.clone());
+            assert!(*first == export, "{name}: another export at block {block}");
+            let (block, page) = check_page(reference, *addr, name);
+            let first = self.pages.entry(block).or_insert_with(|| page.clone());
+            assert!(*first == page, "{name}: another page at block {block}");
+        }
+    }
+}
+
+#[test]
+fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
+    let Some(db) = TestDatabase::create("replica") else {
+        return;
+    };
+    let Some(programs) = Programs::find("the read-replica test") else {
+        return;
+    };
+    let parts = parts();
+    let whole: Vec<u8> = parts.concat();
+    let reference = Reference::from_ndjson(&whole);
+    let party = reference.largest_party();
+    let final_block = reference
+        .entries
+        .iter()
+        .map(|entry| entry.key.1)
+        .max()
+        .unwrap();
+
+    ingest_into(db.url(), &parts[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let standby = Standby::start(&programs, db.admin_url(), dir.path());
+    let primary = serve(db.url());
+    let replicas = [
+        serve(&standby.url(db.name())),
+        serve(&standby.url(db.name())),
+    ];
+    let servers = [
+        ("primary", primary.addr),
+        ("standby server 1", replicas[0].addr),
+        ("standby server 2", replicas[1].addr),
+    ];
+
+    // The ingest writes each part once the readers have finished a round since the last one,
+    // so that reads and writes overlap whatever the machine's speed.
+    let (round_done, rounds) = mpsc::channel::<()>();
+    let url = db.url().to_owned();
+    let ingest = std::thread::spawn(move || {
+        for part in &parts[1..] {
+            if rounds.recv().is_err() {
+                return;
+            }
+            ingest_into(&url, part);
+        }
+    });
+    let mut seen = Seen::default();
+    while !ingest.is_finished() {
+        seen.round(&reference, &party, &servers);
+        let _ = round_done.send(());
+    }
+    ingest.join().unwrap();
+
+    // Caught up: the standby's servers show the last block, and answer as the primary does.
+    standby.wait_replayed(&mut db.admin(), REPLAY_TIMEOUT);
+    for (name, addr) in &servers {
+        let deadline = std::time::Instant::now() + REPLAY_TIMEOUT;
+        // The event: the server's chain tip (refreshed once a second) reaching the last block.
+        while block_at(block_height(&get(*addr, NEWEST_PAGE, &[]), name)) < final_block {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: behind the standby"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    seen.round(&reference, &party, &servers);
+    assert!(seen.exports.contains_key(&final_block));
+    assert!(
+        seen.exports.len() > 1,
+        "every answer was at one block: the reads did not overlap the ingest"
+    );
+    drop(replicas);
+    drop(standby);
+}
