@@ -39,8 +39,9 @@ impl AnyStore {
         }
     }
 
-    /// Makes [`Health::chain_tip`] show every commit made so far: PostgreSQL rereads it now
-    /// (see `PgStore::refresh_chain_tip`); SQLite's never lags.
+    /// Makes [`Health::chain_tip`] and [`OracleStore::data_version`] show every commit made
+    /// so far: PostgreSQL waits for its thread to hear them, or rereads the tip (see
+    /// `PgStore::refresh_chain_tip`); SQLite's never lag.
     pub fn refresh_chain_tip(&self) -> Result<(), Error> {
         match self {
             AnyStore::Sqlite(_) => Ok(()),

@@ -74,8 +74,9 @@ pub(crate) use backend_tests;
 
 /// Everything the HTTP layer reads, in one bound.
 pub(crate) trait Store: LedgerStore + OracleStore + Health {
-    /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag.
-    fn settle_chain_tip(&self) {}
+    /// Makes [`Health::chain_tip`] and [`OracleStore::data_version`] show every commit made so
+    /// far, where they may lag.
+    fn settle(&self) {}
 }
 
 #[cfg(feature = "sqlite")]
@@ -83,7 +84,7 @@ impl Store for crate::SqliteStore {}
 
 #[cfg(feature = "postgres")]
 impl Store for crate::PgStore {
-    fn settle_chain_tip(&self) {
+    fn settle(&self) {
         self.refresh_chain_tip().unwrap();
     }
 }

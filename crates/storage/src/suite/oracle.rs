@@ -411,8 +411,8 @@ pub(crate) fn oracle_cursor_between_or_beyond_rows<S: Store>(
     check_anchor(store, None, first_2, &first, "true", "", (false, false));
 }
 
-/// The data version: reads leave it as it is, every commit changes it, and a backend that
-/// cannot tell never starts telling.
+/// The data version: reads leave it as it is, every commit changes it (once the store has
+/// learnt of it: see [`Store::settle`]), and a backend that cannot tell never starts telling.
 pub(crate) fn oracle_data_version_changes_with_every_commit<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
@@ -441,6 +441,7 @@ pub(crate) fn oracle_data_version_changes_with_every_commit<S: Store>(
         assert_eq!(read(), Some(version), "a read changed the version");
         assert_eq!(store.data_version().unwrap(), Some(version));
         commit(writer, batch);
+        store.settle();
         let after = store.data_version().unwrap().expect("still told");
         assert_ne!(after, version, "a commit left the version as it was");
         version = after;

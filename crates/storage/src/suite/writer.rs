@@ -169,7 +169,7 @@ pub(crate) fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn In
                 },
             );
         }
-        store.settle_chain_tip();
+        store.settle();
         assert_eq!(store.chain_tip().unwrap(), expected);
         // Asked again with nothing committed: from memory, the same.
         assert_eq!(store.chain_tip().unwrap(), expected);
