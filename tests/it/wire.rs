@@ -173,3 +173,54 @@ fn block_headers_and_metrics_follow_the_ingest() {
     assert_ne!(last_block(&dataset), before);
     check_headers(server.addr, &dataset);
 }
+
+/// A page answered from the page cache is never older than the block its answer announces in
+/// `X-Block-Height`: on PostgreSQL the cache learns of commits from the writer's announcements,
+/// which come after the commit is visible, so the same page is asked for while blocks are
+/// appended, and each answer must hold every datum up to the block it announces (by its time,
+/// `X-Block-Timestamp`: the generator's blocks have rising times).
+#[test]
+fn a_cached_page_is_never_older_than_its_block_height() {
+    let mut dataset = Dataset::build(crate::live_ingest::first_config());
+    let server = Server::start(dataset.store.clone(), AppConfig::default());
+    let target = format!("{ORACLE}?pagination.first=5");
+    for seed in 8..11 {
+        let next = crate::live_ingest::next_config(&dataset, seed);
+        dataset.append(&next);
+        let (last, _) = last_block(&dataset);
+        // Asked until an answer announces the last block: the store learns of it by itself.
+        for asked in 0.. {
+            assert!(asked < 1_000_000, "block {last} never announced");
+            let response = get(server.addr, &target, &[]);
+            let header = |name| response.header(name).expect(name).to_owned();
+            let (height, time) = (header("x-block-height"), header("x-block-timestamp"));
+            let time: i64 = time.parse().unwrap();
+            let json = response.json();
+            let newest = &json["oracleData"]["edges"][0]["node"];
+            let shown = dataset
+                .reference
+                .oracle
+                .iter()
+                .find(|datum| datum.node == *newest)
+                .expect("a datum of the stream")
+                .key
+                .0;
+            let announced = dataset
+                .reference
+                .oracle
+                .iter()
+                .map(|datum| datum.key.0)
+                .filter(|&at| at <= time)
+                .max()
+                .expect("data at the announced block");
+            assert!(
+                shown >= announced,
+                "an answer announcing block {height} (time {time}) shows data up to {shown} \
+                 only, not {announced}"
+            );
+            if height == last {
+                break;
+            }
+        }
+    }
+}

@@ -1,7 +1,15 @@
 //! Pages of the oracle data listing: latency percentiles on one keep-alive connection, and
 //! throughput at 1 and 4 concurrent clients.
+//!
+//! Most cases ask for one page again and again, which the server's page cache answers from
+//! memory after the first time. The case of distinct pages asks for the pages that follow
+//! thousands of a walk's cursors in turn, round-robin over all its clients, as an indexer or
+//! an explorer paging through the data would: far more bytes than the page cache holds by
+//! default, so each is read from the store.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -34,32 +42,62 @@ const MAX_REQUESTS_PER_CLIENT: u64 = 10_000_000;
 /// How long one request may take before it counts as hung.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One page request to measure.
+/// Distinct pages of the round-robin case: at least 3,000 (issue 26), each page of 100 after
+/// one of a walk's cursors, 300,000 data in all (the standard dataset has a million).
+pub(crate) const DISTINCT_PAGES: usize = 3000;
+
+/// The name of the round-robin case, for the targets.
+pub(crate) const DISTINCT_CASE: &str = "distinct pages, round-robin";
+
+/// One page request to measure, or several asked in turn.
 pub(crate) struct PageCase {
     pub(crate) name: &'static str,
-    pub(crate) path: String,
+    /// Asked round-robin; never empty.
+    pub(crate) paths: Arc<[String]>,
 }
 
-/// The pages measured: the first page, a page at 90% depth (after `deep_cursor`), the first
-/// page of the most frequent spec, and the latest value of that spec.
-pub(crate) fn cases(config: &GenerateConfig, deep_cursor: &str) -> Vec<PageCase> {
+impl PageCase {
+    fn one(name: &'static str, path: String) -> Self {
+        PageCase {
+            name,
+            paths: Arc::from([path]),
+        }
+    }
+
+    /// The first of its paths: the one whose answer is copied for nginx.
+    pub(crate) fn path(&self) -> &str {
+        &self.paths[0]
+    }
+}
+
+/// The pages measured: the first page, a page at 90% depth (after the walk's deep cursor), the
+/// first page of the most frequent spec, the latest value of that spec, and the pages of 100
+/// after each of the walk's page cursors in turn.
+pub(crate) fn cases(config: &GenerateConfig, walk: &Walk) -> Vec<PageCase> {
     let spec = spec_id(config, 0);
+    let after =
+        |cursor: &str| format!("{ORACLE_PATH}?pagination.first={PAGE}&pagination.after={cursor}");
     vec![
+        PageCase::one(
+            "first page",
+            format!("{ORACLE_PATH}?pagination.first={PAGE}"),
+        ),
+        PageCase::one("page at 90% depth", after(&walk.deep_cursor)),
+        PageCase::one(
+            "spec 0, first page",
+            format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first={PAGE}"),
+        ),
+        PageCase::one(
+            "spec 0, latest value",
+            format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first=1"),
+        ),
         PageCase {
-            name: "first page",
-            path: format!("{ORACLE_PATH}?pagination.first={PAGE}"),
-        },
-        PageCase {
-            name: "page at 90% depth",
-            path: format!("{ORACLE_PATH}?pagination.first={PAGE}&pagination.after={deep_cursor}"),
-        },
-        PageCase {
-            name: "spec 0, first page",
-            path: format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first={PAGE}"),
-        },
-        PageCase {
-            name: "spec 0, latest value",
-            path: format!("{ORACLE_PATH}?oracleSpecId={spec}&pagination.first=1"),
+            name: DISTINCT_CASE,
+            paths: walk
+                .page_cursors
+                .iter()
+                .map(|cursor| after(cursor))
+                .collect(),
         },
     ]
 }
@@ -76,7 +114,11 @@ pub(crate) struct Plan {
 #[derive(Debug, Serialize)]
 pub(crate) struct PageResult {
     pub(crate) name: &'static str,
+    /// The first of the case's paths.
     pub(crate) path: String,
+    /// The distinct pages asked in turn.
+    pub(crate) distinct_paths: usize,
+    /// The body of the last answer (of one page of the case).
     pub(crate) body_bytes: usize,
     /// One client, sequential requests on a keep-alive connection.
     pub(crate) latency: Summary,
@@ -107,20 +149,22 @@ pub(crate) async fn measure(
     let mut bodies = vec![Vec::new(); cases.len()];
     for (case, body) in cases.iter().zip(&mut bodies) {
         let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
-        for _ in 0..WARM_UP {
-            request(&mut connection, &case.path, body).await?;
+        for round in 0..WARM_UP as usize {
+            request(&mut connection, nth(&case.paths, round), body).await?;
         }
         connections.push(connection);
     }
     let mut samples = vec![Vec::with_capacity(plan.requests as usize); cases.len()];
     let started = Instant::now();
-    for _ in 0..plan.requests {
+    // The warm-up asked the first pages of a round-robin case; the timed requests go on after.
+    for round in WARM_UP as usize..(WARM_UP + plan.requests) as usize {
         if started.elapsed() > LATENCY_TIME_LIMIT {
             break;
         }
         for (idx, case) in cases.iter().enumerate() {
+            let path = nth(&case.paths, round);
             let sent = Instant::now();
-            request(&mut connections[idx], &case.path, &mut bodies[idx]).await?;
+            request(&mut connections[idx], path, &mut bodies[idx]).await?;
             samples[idx].push(sent.elapsed());
         }
     }
@@ -131,11 +175,12 @@ pub(crate) async fn measure(
         eprintln!("bench: oracle page {} (throughput)", case.name);
         let mut throughput = Vec::new();
         for clients in CLIENTS {
-            throughput.push(throughput_run(addr, &case.path, clients, plan.throughput).await?);
+            throughput.push(throughput_run(addr, &case.paths, clients, plan.throughput).await?);
         }
         results.push(PageResult {
             name: case.name,
-            path: case.path.clone(),
+            path: case.path().to_owned(),
+            distinct_paths: case.paths.len(),
             body_bytes: body.len(),
             latency: Summary::of(&samples),
             throughput,
@@ -144,24 +189,33 @@ pub(crate) async fn measure(
     Ok(results)
 }
 
-/// `clients` keep-alive connections asking for `path` back to back for `duration`.
+/// The path of a round-robin case's `round`th request.
+fn nth(paths: &[String], round: usize) -> &str {
+    &paths[round % paths.len()]
+}
+
+/// `clients` keep-alive connections asking back to back for `duration`: for the next of
+/// `paths` in turn, shared by all clients, so that with several paths no two clients ask for
+/// the same page at once and every page is asked once per round.
 pub(crate) async fn throughput_run(
     addr: SocketAddr,
-    path: &str,
+    paths: &Arc<[String]>,
     clients: u32,
     duration: Duration,
 ) -> Result<Throughput> {
     let started = Instant::now();
     let deadline = started + duration;
+    let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
     for _ in 0..clients {
-        let path = path.to_owned();
+        let (paths, next) = (Arc::clone(paths), Arc::clone(&next));
         tasks.spawn(async move {
             let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
             let mut body = Vec::new();
             let mut n_requests = 0u64;
             while Instant::now() < deadline && n_requests < MAX_REQUESTS_PER_CLIENT {
-                request(&mut connection, &path, &mut body).await?;
+                let path = nth(&paths, next.fetch_add(1, Ordering::Relaxed));
+                request(&mut connection, path, &mut body).await?;
                 n_requests += 1;
             }
             Ok::<_, anyhow::Error>(n_requests)
@@ -203,9 +257,17 @@ struct ListResponse {
 
 #[derive(Deserialize)]
 struct OracleConnection {
-    edges: Vec<IgnoredAny>,
+    edges: Vec<EdgeCursor>,
     #[serde(rename = "pageInfo")]
     page_info: PageInfo,
+}
+
+/// An edge, reduced to its cursor.
+#[derive(Deserialize)]
+struct EdgeCursor {
+    #[serde(rename = "node")]
+    _node: IgnoredAny,
+    cursor: String,
 }
 
 #[derive(Deserialize)]
@@ -216,15 +278,27 @@ struct PageInfo {
     end_cursor: String,
 }
 
+/// What the walk through the listing found.
+pub(crate) struct Walk {
+    /// The cursor at 90% depth.
+    pub(crate) deep_cursor: String,
+    /// The rows walked to reach it.
+    pub(crate) walked: u64,
+    /// The cursor of every [`PAGE`]th row from the start, at most [`DISTINCT_PAGES`]: each
+    /// starts another page of [`PAGE`].
+    pub(crate) page_cursors: Vec<String>,
+}
+
 /// Walks the listing (newest first) in pages of 5000 until 90% of `total` rows, and returns
-/// the cursor there and the rows walked.
-pub(crate) async fn deep_cursor(addr: SocketAddr, total: u64) -> Result<(String, u64)> {
+/// the cursor there, the rows walked and the cursors of the pages of [`PAGE`] on the way.
+pub(crate) async fn walk(addr: SocketAddr, total: u64) -> Result<Walk> {
     let target = total * 9 / 10;
     anyhow::ensure!(target > 0, "the dataset has too few oracle data to walk");
     let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
     let mut body = Vec::new();
     let mut cursor: Option<String> = None;
     let mut walked = 0;
+    let mut page_cursors = Vec::with_capacity(DISTINCT_PAGES);
     // A few pages of slack: a short page before the end would not stop the walk early.
     for _ in 0..target.div_ceil(WALK_PAGE) + 10 {
         // The last page is cut to land on the target exactly.
@@ -238,7 +312,12 @@ pub(crate) async fn deep_cursor(addr: SocketAddr, total: u64) -> Result<(String,
         request(&mut connection, &path, &mut body).await?;
         let page: ListResponse = serde_json::from_slice(&body)
             .with_context(|| format!("{path}: unexpected response"))?;
-        walked += page.oracle_data.edges.len() as u64;
+        for edge in page.oracle_data.edges {
+            walked += 1;
+            if walked % u64::from(PAGE) == 0 && page_cursors.len() < DISTINCT_PAGES {
+                page_cursors.push(edge.cursor);
+            }
+        }
         cursor = Some(page.oracle_data.page_info.end_cursor);
         if !page.oracle_data.page_info.has_next_page || walked >= target {
             break;
@@ -250,5 +329,13 @@ pub(crate) async fn deep_cursor(addr: SocketAddr, total: u64) -> Result<(String,
     if walked < target {
         eprintln!("bench: warning: the listing ended after {walked} rows, short of 90% of {total}");
     }
-    Ok((cursor, walked))
+    anyhow::ensure!(
+        !page_cursors.is_empty(),
+        "the listing holds too few data for a page after a cursor"
+    );
+    Ok(Walk {
+        deep_cursor: cursor,
+        walked,
+        page_cursors,
+    })
 }

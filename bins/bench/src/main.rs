@@ -109,6 +109,10 @@ struct Cli {
     /// cost on every request.
     #[arg(long)]
     rate_limited: bool,
+    /// Serve with this page cache, in MiB, instead of the server's default (0 turns it off:
+    /// every page is then read from the store, as before the cache).
+    #[arg(long, value_name = "MIB")]
+    page_cache_mib: Option<u32>,
 }
 
 /// The `serve` flags of `--rate-limited`: nobody exempt, a billion requests a second.
@@ -231,11 +235,14 @@ fn serve_and_measure(
 ) -> Result<(String, dataset::Ingested, Measured)> {
     let shown = storage::redact(&db.to_string_lossy());
     eprintln!("bench: starting {} serve --db {shown}", server.display());
-    let flags: Vec<String> = if cli.rate_limited {
+    let mut flags: Vec<String> = if cli.rate_limited {
         RATE_LIMITED_FLAGS.map(String::from).to_vec()
     } else {
         Vec::new()
     };
+    if let Some(mib) = cli.page_cache_mib {
+        flags.extend(["--page-cache-mib".to_owned(), mib.to_string()]);
+    }
     let server_process = ServerProcess::start_with(server, db, dir, &flags)?;
     let measured = runtime.block_on(measure(cli, dir, &ingest.manifest, &server_process))?;
     // A URL's password stays out of the results.
@@ -343,16 +350,17 @@ async fn measure(
     }
 
     eprintln!("bench: walking the oracle listing to 90% depth");
-    let (cursor, deep_depth) = listing::deep_cursor(addr, manifest.generated.oracle_data).await?;
-    let page_cases = listing::cases(config, &cursor);
+    let walk = listing::walk(addr, manifest.generated.oracle_data).await?;
+    let page_cases = listing::cases(config, &walk);
     let plan = listing::Plan {
         requests: cli.requests,
         throughput: Duration::from_secs_f64(cli.throughput_secs),
     };
     eprintln!(
-        "bench: oracle pages, {} latency rounds over the {} cases",
+        "bench: oracle pages, {} latency rounds over the {} cases ({} distinct pages round-robin)",
         plan.requests,
-        page_cases.len()
+        page_cases.len(),
+        walk.page_cursors.len()
     );
     let pages = listing::measure(addr, &page_cases, &plan).await?;
     let memory_at_end = process::memory(server.pid()).ok();
@@ -365,7 +373,7 @@ async fn measure(
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         export: &cases[0],
         export_runs: cli.export_runs,
-        page: &page_cases[0],
+        pages: [&page_cases[0], &page_cases[page_cases.len() - 1]],
         throughput: plan.throughput,
     };
     let nginx = nginx::compare(addr, &nginx_plan).await;
@@ -374,7 +382,7 @@ async fn measure(
         slow_reader,
         exports,
         pages,
-        deep_depth,
+        deep_depth: walk.walked,
         memory_at_end,
         nginx,
     })

@@ -13,6 +13,7 @@ use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -54,7 +55,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) workers: usize,
     pub(crate) export: &'a ExportCase,
     pub(crate) export_runs: u32,
-    pub(crate) page: &'a PageCase,
+    /// The page asked again and again, whose answer nginx serves, then the distinct pages
+    /// asked round-robin, compared with nginx serving that page: one of the same size.
+    pub(crate) pages: [&'a PageCase; 2],
     /// Total throughput time per server and client count.
     pub(crate) throughput: Duration,
 }
@@ -82,7 +85,8 @@ pub(crate) struct ExportRatio {
     pub(crate) time_ratio: f64,
 }
 
-/// Requests per second for the same page at one client count.
+/// Requests per second for a page at one client count, against nginx's for the page it
+/// serves (the same bytes for a repeated page, a page of the same size for distinct pages).
 #[derive(Debug, Serialize)]
 pub(crate) struct PageRatio {
     pub(crate) name: &'static str,
@@ -137,7 +141,8 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
     let export_type = copy_answer(ours, &plan.export.path, Accept::Csv, &www.join(EXPORT_FILE))
         .await
         .context("cannot copy the export")?;
-    let page_type = copy_answer(ours, &plan.page.path, Accept::Json, &www.join(PAGE_FILE))
+    let page = plan.pages[0];
+    let page_type = copy_answer(ours, page.path(), Accept::Json, &www.join(PAGE_FILE))
         .await
         .context("cannot copy the page")?;
     let config = Config {
@@ -149,7 +154,7 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
     baseline.command = Some(nginx.command.clone());
     let export_path = format!("/{EXPORT_FILE}");
     let page_path = format!("/{PAGE_FILE}");
-    same_bytes(ours, &plan.page.path, nginx.addr, &page_path).await?;
+    same_bytes(ours, page.path(), nginx.addr, &page_path).await?;
 
     eprintln!(
         "bench: whale export, ours and nginx's alternately x{}",
@@ -189,34 +194,37 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
     let body_bytes = std::fs::metadata(www.join(PAGE_FILE))
         .map_or(0, |meta| usize::try_from(meta.len()).unwrap_or(usize::MAX));
     let slice = plan.throughput / PAGE_ROUNDS;
-    for clients in CLIENTS {
-        eprintln!(
-            "bench: page {}, ours and nginx's alternately, clients: {clients}",
-            plan.page.name
-        );
-        let mut requests = [0u64; 2];
-        let mut seconds = [0f64; 2];
-        for _ in 0..PAGE_ROUNDS {
-            for (idx, (addr, path)) in [(ours, plan.page.path.as_str()), (nginx.addr, &page_path)]
-                .into_iter()
-                .enumerate()
-            {
-                let run = listing::throughput_run(addr, path, clients, slice).await?;
-                requests[idx] += run.requests;
-                seconds[idx] += run.seconds;
+    let nginx_paths: Arc<[String]> = Arc::from([page_path]);
+    for case in plan.pages {
+        for clients in CLIENTS {
+            eprintln!(
+                "bench: page {}, ours and nginx's alternately, clients: {clients}",
+                case.name
+            );
+            let mut requests = [0u64; 2];
+            let mut seconds = [0f64; 2];
+            for _ in 0..PAGE_ROUNDS {
+                for (idx, (addr, paths)) in [(ours, &case.paths), (nginx.addr, &nginx_paths)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let run = listing::throughput_run(addr, paths, clients, slice).await?;
+                    requests[idx] += run.requests;
+                    seconds[idx] += run.seconds;
+                }
             }
+            let ours_per_sec = requests[0] as f64 / seconds[0].max(1e-9);
+            let nginx_per_sec = requests[1] as f64 / seconds[1].max(1e-9);
+            baseline.pages.push(PageRatio {
+                name: case.name,
+                path: case.path().to_owned(),
+                body_bytes,
+                clients,
+                ours_per_sec,
+                nginx_per_sec,
+                rate_ratio: ours_per_sec / nginx_per_sec.max(1e-9),
+            });
         }
-        let ours_per_sec = requests[0] as f64 / seconds[0].max(1e-9);
-        let nginx_per_sec = requests[1] as f64 / seconds[1].max(1e-9);
-        baseline.pages.push(PageRatio {
-            name: plan.page.name,
-            path: plan.page.path.clone(),
-            body_bytes,
-            clients,
-            ours_per_sec,
-            nginx_per_sec,
-            rate_ratio: ours_per_sec / nginx_per_sec.max(1e-9),
-        });
     }
     drop(nginx);
     Ok(())

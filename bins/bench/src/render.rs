@@ -121,7 +121,15 @@ pub(crate) fn render(results: &Results) -> String {
         .iter()
         .map(|page| {
             let mut row = vec![
-                page.name.to_owned(),
+                if page.distinct_paths > 1 {
+                    format!(
+                        "{} ({} pages)",
+                        page.name,
+                        int_u(page.distinct_paths as u64)
+                    )
+                } else {
+                    page.name.to_owned()
+                },
                 int_u(page.body_bytes as u64),
                 int_u(page.latency.count as u64),
                 format!("{:.3}", page.latency.p50_ms),

@@ -4,10 +4,14 @@
 //! spec's latest value) are asked for over and over. A page asked again since the last commit
 //! is answered from here: no SQL, no rendering or compression, no hand-off to a blocking thread.
 //!
-//! Correctness rests on the rule of `OracleStore::data_version`: two equal versions mean that
-//! nothing was committed in between. A page is stored with the version read before its read
-//! began, and only if the version read after it ended is the same, so it shows exactly the data
-//! of that version; it is served only to a request that reads that same version again.
+//! Correctness rests on the rule of `OracleStore::data_version`: a read begun after a version
+//! was answered shows at least the blocks of the chain tip answered with that version. A page
+//! is stored with the version read before its read began, and only if the version read after
+//! it ended is the same; it is served only to a request that reads that same version again,
+//! whose `X-Block-Height` (taken before) is then no later than the data the page shows. On
+//! SQLite a version is exactly one committed state; on PostgreSQL the store learns of commits
+//! from the writer's announcements (or a poll, on a hot standby), so a page may show a commit
+//! announced a moment later, never less than its answer's block height.
 //!
 //! A key holds everything an answer depends on: the spec filter, the validated pagination
 //! request (so two spellings of one request share an entry) and the client's [`Style`]

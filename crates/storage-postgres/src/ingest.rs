@@ -280,9 +280,14 @@ impl PgWriter {
         if let Some(chain_id) = &batch.chain_id {
             record_chain(&mut tx, chain_id)?;
         }
-        tx.commit().map_err(map_err)?;
         let batch_highest = blocks.iter().map(|block| block.0).max();
-        self.highest = Some(highest.max(batch_highest.unwrap_or(i64::MIN)));
+        let highest = highest.max(batch_highest.unwrap_or(i64::MIN));
+        // Announced to the servers that listen (`tip.rs`): PostgreSQL delivers it once the
+        // commit is visible, and not at all if it fails.
+        tx.batch_execute(&format!("NOTIFY {}, '{highest}'", super::tip::CHANNEL))
+            .map_err(map_err)?;
+        tx.commit().map_err(map_err)?;
+        self.highest = Some(highest);
         Ok(())
     }
 }

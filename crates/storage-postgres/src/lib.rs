@@ -56,7 +56,9 @@ use storage::{
 #[derive(Clone, Debug)]
 pub struct PgConfig {
     /// Connections the pool may hold at once: every export and every page holds one for as
-    /// long as it reads, so this bounds the database load of one server.
+    /// long as it reads, so this bounds the database load of one server. The store's tip
+    /// thread holds one more, outside the pool, to listen for the writer's announcements
+    /// (`tip.rs`).
     pub max_connections: u32,
     /// How long a read waits for a pooled connection, and a new connection for the database,
     /// before it fails as [`Error::Unavailable`].
@@ -83,8 +85,9 @@ type Pool = r2d2::Pool<Manager>;
 /// A store in one PostgreSQL database.
 pub struct PgStore {
     pool: Pool,
-    /// The chain tip, refreshed in the background; declared after the pool only for reading
-    /// order: it holds a clone of the pool and stops (joining its thread) when dropped.
+    /// The chain tip and the data version, kept by a thread that listens for the writer's
+    /// announcements and polls; declared after the pool only for reading order: it holds a
+    /// clone of the pool and stops (joining its thread) when dropped.
     tip: tip::TipWatch,
     /// See [`PgConfig::export_chunk_segments`].
     export_chunk_segments: usize,
@@ -104,6 +107,11 @@ impl PgStore {
     /// A database without our schema is refused with [`Error::Incompatible`], whose message
     /// says to run `server migrate` or `server ingest` first.
     pub fn open(url: &str, config: PgConfig) -> Result<Self, Error> {
+        Self::open_polling(url, config, storage::CHAIN_TIP_LAG)
+    }
+
+    /// [`PgStore::open`], its tip polled every `poll` besides the writer's announcements.
+    fn open_polling(url: &str, config: PgConfig, poll: Duration) -> Result<Self, Error> {
         let manager = Manager::new(url, config.wait)?;
         let mut client = manager.connect()?;
         schema::check(&mut client)?;
@@ -120,7 +128,9 @@ impl PgStore {
             .test_on_check_out(false)
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
-        let tip = tip::TipWatch::start(pool.clone());
+        // A connection of its own, not the pool's: the pool's size is the reads'.
+        let listen = Manager::new(url, config.wait)?;
+        let tip = tip::TipWatch::start(pool.clone(), listen, poll);
         Ok(Self {
             pool,
             tip,
@@ -273,11 +283,13 @@ impl Store for PgStore {
         Ok(examples)
     }
 
-    /// Reads the chain tip now rather than at the background refresh's next turn (at most
-    /// [`CHAIN_TIP_LAG`](storage::CHAIN_TIP_LAG) away): for a process that has just committed
-    /// through its own writer and serves too, and for tests.
+    /// Brings the chain tip and the data version up to every commit made so far, rather than
+    /// when the commits' announcements arrive (or the next poll, at most
+    /// [`CHAIN_TIP_LAG`](storage::CHAIN_TIP_LAG) away, without them): for a process that has
+    /// just committed through its own writer and serves too, and for tests. It announces a
+    /// marker and waits for the store's thread to hear it, or reads the tip itself.
     fn refresh_chain_tip(&self) -> Result<(), Error> {
-        self.tip.refresh(&self.pool)
+        self.tip.sync(&self.pool, self.pool.connection_timeout())
     }
 }
 

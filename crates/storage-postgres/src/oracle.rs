@@ -31,14 +31,11 @@ impl OracleStore for PgStore {
         self.read(|conn| page(conn, spec, request), || true)
     }
 
-    /// Cannot tell: no page is cached. PostgreSQL has no counter of commits that a client sees
-    /// without asking the server (`pg_current_wal_lsn()`, `pg_stat_database.xact_commit` and
-    /// `txid_current_snapshot()` are each a round trip, as long as the one-statement page they
-    /// would save), and `LISTEN`/`NOTIFY` arrives after the commit is visible, so a version
-    /// learnt from it could call data the same after they changed. Servers of one database
-    /// also need not share a writer whose commits they could count.
+    /// From memory: moved on by the thread that listens for the writer's announcements of
+    /// its commits and polls the tip once per [`CHAIN_TIP_LAG`](crate::CHAIN_TIP_LAG) (see
+    /// `tip.rs`), together with the chain tip.
     fn data_version(&self) -> Result<Option<u64>, Error> {
-        Ok(None)
+        Ok(self.tip.version())
     }
 }
 

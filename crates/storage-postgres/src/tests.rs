@@ -11,7 +11,9 @@ use postgres::Client;
 
 use super::schema::{CREATED_BY, MIGRATIONS};
 use super::{PgConfig, PgStore};
-use storage::{CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, Store as _, suite};
+use storage::{
+    CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, OracleStore, Store as _, suite,
+};
 use testdb::TestDatabase;
 
 /// Runs a suite test on a fresh database, or skips.
@@ -415,48 +417,56 @@ fn killed_connections_are_unavailable_then_replaced() {
     store.check().unwrap();
 }
 
-/// Without being asked, the store's thread finds a commit within about [`CHAIN_TIP_LAG`], and
-/// stops with the store.
-#[test]
-fn chain_tip_refreshes_in_the_background() {
-    let Some(db) = TestDatabase::create("chain_tip_refreshes_in_the_background") else {
-        return;
-    };
-    let mut writer = PgStore::writer(db.url()).unwrap();
-    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
-    assert_eq!(store.chain_tip().unwrap(), None);
-    let block = storage::BlockRecord {
-        height: 9,
+/// A block at `height` with a vega time of ten times it.
+fn block(height: u64) -> storage::BlockRecord {
+    storage::BlockRecord {
+        height,
         hash: None,
         seq_base: 0,
         state: storage::BlockState {
-            vega_time: Some(90),
+            vega_time: Some(height as i64 * 10),
             last_seq: 1,
         },
+    }
+}
+
+/// The tip of a chain of blocks `first..=last`.
+fn tip(first: u64, last: u64) -> Option<storage::ChainTip> {
+    Some(storage::ChainTip {
+        first_height: first,
+        last_height: last,
+        last_vega_time: Some(last as i64 * 10),
+    })
+}
+
+/// A bound on waits for what must happen at once, so that a broken build fails, not hangs.
+const NEVER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Polls an hour apart: what such a store learns, it learns from the writer's announcements.
+const HOURLY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The writer announces each commit and a listening store hears it without polling: the tip
+/// and the data version move on together. The thread stops with the store.
+#[test]
+fn a_commit_is_announced_and_heard_without_a_poll() {
+    let Some(db) = TestDatabase::create("a_commit_is_announced_and_heard_without_a_poll") else {
+        return;
     };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    let store = PgStore::open_polling(db.url(), PgConfig::default(), HOURLY).unwrap();
+    assert!(store.tip.wait_listening(NEVER), "the store never listened");
+    assert_eq!(store.chain_tip().unwrap(), None);
+    let before = store.data_version().unwrap().expect("a version");
     suite::commit(
         &mut writer,
         &IngestBatch {
-            blocks: vec![block],
+            blocks: vec![block(9)],
             ..IngestBatch::default()
         },
     );
-    let started = std::time::Instant::now();
-    let expected = Some(storage::ChainTip {
-        first_height: 9,
-        last_height: 9,
-        last_vega_time: Some(90),
-    });
-    let seen = store
-        .tip
-        .wait_until(CHAIN_TIP_LAG * 3, |tip| *tip == expected);
-    assert_eq!(seen, expected);
-    assert!(
-        started.elapsed() < CHAIN_TIP_LAG * 2,
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(store.chain_tip().unwrap(), expected);
+    let seen = store.tip.wait_until(NEVER, |seen, _| *seen == tip(9, 9));
+    assert_eq!(seen, tip(9, 9));
+    assert_ne!(store.data_version().unwrap(), Some(before));
     // Dropping the store joins its thread: the database has no connection of it left.
     drop(store);
     let mut admin = Client::connect(db.url(), postgres::NoTls).unwrap();
@@ -471,4 +481,73 @@ fn chain_tip_refreshes_in_the_background() {
         .get(0);
     drop(writer);
     assert_eq!(others, 1, "only the writer's connection is left");
+}
+
+/// An announced commit moves the version on even when the tip stays the same (rows added to
+/// the last block), since the store cannot see what it changed without reading it.
+#[test]
+fn an_announcement_moves_the_version_on_whatever_the_tip() {
+    let Some(db) = TestDatabase::create("an_announcement_moves_the_version_on_whatever_the_tip")
+    else {
+        return;
+    };
+    drop(PgStore::writer(db.url()).unwrap());
+    let store = PgStore::open_polling(db.url(), PgConfig::default(), HOURLY).unwrap();
+    assert!(store.tip.wait_listening(NEVER), "the store never listened");
+    let before = store.data_version().unwrap().expect("a version");
+    let mut admin = Client::connect(db.url(), postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("NOTIFY {}, '1'", super::tip::CHANNEL))
+        .unwrap();
+    store.tip.wait_until(NEVER, |_, version| version != before);
+    assert_ne!(store.data_version().unwrap(), Some(before));
+    assert_eq!(store.chain_tip().unwrap(), None);
+}
+
+/// A store that hears no announcement (a hot standby cannot `LISTEN`; here the commit is made
+/// without one) finds a commit by its poll, within about [`CHAIN_TIP_LAG`].
+#[test]
+fn without_an_announcement_the_poll_finds_a_commit_within_a_second() {
+    let Some(db) =
+        TestDatabase::create("without_an_announcement_the_poll_finds_a_commit_within_a_second")
+    else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    suite::commit(
+        &mut writer,
+        &IngestBatch {
+            blocks: vec![block(9)],
+            ..IngestBatch::default()
+        },
+    );
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    assert_eq!(store.chain_tip().unwrap(), tip(9, 9));
+    let before = store.data_version().unwrap().expect("a version");
+    let mut admin = Client::connect(db.url(), postgres::NoTls).unwrap();
+    // Another event in the last block: the tip's heights and time stay, its sequence moves.
+    admin
+        .batch_execute("UPDATE blocks SET last_seq = 2 WHERE height = 9")
+        .unwrap();
+    let started = std::time::Instant::now();
+    store
+        .tip
+        .wait_until(CHAIN_TIP_LAG * 3, |_, version| version != before);
+    assert_ne!(store.data_version().unwrap(), Some(before));
+    let moved = store.data_version().unwrap();
+    admin
+        .batch_execute(
+            "INSERT INTO blocks (height, seq_base, vega_time, last_seq) VALUES (10, 0, 100, 1)",
+        )
+        .unwrap();
+    let seen = store
+        .tip
+        .wait_until(CHAIN_TIP_LAG * 3, |seen, _| *seen == tip(9, 10));
+    assert_eq!(seen, tip(9, 10));
+    assert_ne!(store.data_version().unwrap(), moved);
+    assert!(
+        started.elapsed() < CHAIN_TIP_LAG * 4,
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -34,8 +34,8 @@ pub trait Store: ReadStore {
     /// an error.
     fn scrub(&self, progress: &mut dyn FnMut(ScrubProgress)) -> Result<Scrub, Error>;
 
-    /// Makes [`Health::chain_tip`] show every commit made so far, where it may lag (a store
-    /// whose tip never lags does nothing).
+    /// Makes [`Health::chain_tip`] and [`OracleStore::data_version`] show every commit made so
+    /// far, where they may lag (a store whose tip never lags does nothing).
     fn refresh_chain_tip(&self) -> Result<(), Error> {
         Ok(())
     }

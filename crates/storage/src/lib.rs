@@ -49,14 +49,17 @@
 //!   `max_standby_streaming_delay`). A batch that lands rows among the party's stored ones
 //!   while a PostgreSQL export runs, which no ingest of one stream does, may show in its rest.
 //! - **Data version.** [`OracleStore::data_version`] answers `None` (cannot tell, the default)
-//!   or a version that two calls answer alike only if nothing was committed between them, so
-//!   that the HTTP layer may serve a page read at that version again. It answers from memory:
-//!   SQLite asks a connection kept for it (`PRAGMA data_version`); PostgreSQL cannot tell
-//!   without a round trip and answers `None`.
+//!   or a version that moves with [`Health::chain_tip`]: a read begun after a version was
+//!   answered sees at least the blocks of the tip answered with it, so the HTTP layer may serve
+//!   a page read at that version again while it stays. It answers from memory: SQLite asks a
+//!   connection kept for it (`PRAGMA data_version`), which changes with every commit;
+//!   PostgreSQL counts what a thread of the store learns: the writer's announcement of each
+//!   commit (`NOTIFY`, which that thread `LISTEN`s for), or a poll of the tip once per
+//!   [`CHAIN_TIP_LAG`] where no announcement comes (a hot standby).
 //! - **Chain tip.** [`Health::chain_tip`] answers from memory too, at most [`CHAIN_TIP_LAG`]
 //!   behind the database: SQLite rereads the `blocks` table on the data-version connection when
-//!   the version changed; PostgreSQL rereads it on a thread of the store once per
-//!   [`CHAIN_TIP_LAG`], which stops with the store.
+//!   the version changed; PostgreSQL rereads it on that thread when a commit is announced and
+//!   once per [`CHAIN_TIP_LAG`], which stops with the store.
 //! - **Release on drop.** A read that stops early (the sink breaks, the caller panics or drops
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside

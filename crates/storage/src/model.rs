@@ -55,16 +55,22 @@ pub trait OracleStore: Send + Sync {
     /// The version of the committed data, for caches of what was read: `None` when the backend
     /// cannot tell cheaply, which means "do not cache".
     ///
-    /// The rule every backend that answers `Some` follows: **two calls answering the same
-    /// version guarantee that no commit became visible in between**, so a read that began after
-    /// the first call and ended before the second saw exactly the data of that version. A
-    /// different version says nothing: it may also change without a commit (the backend may
-    /// count other events), and versions need not grow. Compare versions of one store only.
+    /// The rule every backend that answers `Some` follows, with [`Health::chain_tip`]: **a read
+    /// that begins after a call answered a version sees at least every block up to the tip
+    /// that `chain_tip` answers while the version stays the same**, and the version changes
+    /// when the store learns of a commit. So a page read between two calls answering the same
+    /// version never shows less than the blocks announced with that version: a cache may serve
+    /// it as long as the version stays. It may show a later commit the store has not learnt of
+    /// yet, never an earlier state. SQLite learns of every commit at once (two equal versions
+    /// mean that nothing was committed in between); PostgreSQL learns of them from the
+    /// writer's announcements, or by a poll within [`CHAIN_TIP_LAG`]. A different version says
+    /// nothing: it may also change without a commit, and versions need not grow. Compare
+    /// versions of one store only.
     ///
     /// Callers run this on async worker threads, inline, once or twice per request: an
     /// implementation answers from memory in microseconds and never waits for a writer or the
-    /// network. A backend that needs a round trip to know answers `Ok(None)` (the default):
-    /// one round trip per request would cost what the cache saves.
+    /// network. A backend that would need a round trip to know answers `Ok(None)` (the
+    /// default): one round trip per request would cost what the cache saves.
     fn data_version(&self) -> Result<Option<u64>, Error> {
         Ok(None)
     }
@@ -117,8 +123,8 @@ pub trait Health: Send + Sync {
     /// it in every answer's `X-Block-Height` and `X-Block-Timestamp`): an implementation answers
     /// from memory and never waits for a writer or the network. It may lag the database by at
     /// most [`CHAIN_TIP_LAG`]: SQLite rereads its `blocks` table only when its data version
-    /// changed, so it never lags; PostgreSQL rereads it in the background once per
-    /// [`CHAIN_TIP_LAG`].
+    /// changed, so it never lags; PostgreSQL rereads it in the background when the writer
+    /// announces a commit, and once per [`CHAIN_TIP_LAG`] in any case.
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error>;
 }
 

@@ -8,11 +8,19 @@
 use crate::error::Damage;
 use crate::{BlockTime, ChainState, ChainTip, Error};
 
+/// The tip's columns ([`SQL`]), a literal so that a backend can add columns with `concat!`.
+#[macro_export]
+macro_rules! tip_columns {
+    () => {
+        "SELECT (SELECT min(height) FROM blocks), \
+         (SELECT max(height) FROM blocks), \
+         (SELECT vega_time FROM blocks WHERE vega_time IS NOT NULL ORDER BY height DESC LIMIT 1)"
+    };
+}
+
 /// One row: the first height, the last height and the latest known vega time, each `NULL`
 /// for an empty table. Each subquery is one step along the height index.
-pub const SQL: &str = "SELECT (SELECT min(height) FROM blocks), \
-     (SELECT max(height) FROM blocks), \
-     (SELECT vega_time FROM blocks WHERE vega_time IS NOT NULL ORDER BY height DESC LIMIT 1)";
+pub const SQL: &str = tip_columns!();
 
 /// A stored height, which no writer stores negative.
 fn height(height: i64) -> Result<u64, Error> {

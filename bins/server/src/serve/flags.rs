@@ -50,8 +50,9 @@ pub struct ServeArgs {
           default_value_t = AppConfig::default().max_concurrent_pages)]
     max_pages: usize,
     /// MiB of finished oracle data pages kept in memory, so that a page asked again before the
-    /// next commit is answered without reading the database; 0 turns the cache off. SQLite
-    /// only: a PostgreSQL database cannot tell cheaply when it changed.
+    /// next commit is answered without reading the database; 0 turns the cache off. On
+    /// PostgreSQL the server learns of commits from the writer's announcements (a hot standby
+    /// by polling, within a second).
     #[arg(long, env = "DATANODE_PAGE_CACHE_MIB",
           default_value_t = AppConfig::default().page_cache_bytes >> 20)]
     page_cache_mib: usize,
