@@ -249,6 +249,16 @@ fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
     }
     seen.round(&reference, &party, &servers);
     assert!(seen.exports.contains_key(&final_block));
+    // The metrics show each server's own last block too.
+    let final_height = first_config().start_height + final_block - 1;
+    for (name, addr) in &servers {
+        let metrics = get(*addr, "/metrics", &[]);
+        let wanted = format!("datanode_last_block_height {final_height}");
+        assert!(
+            metrics.text().lines().any(|line| line == wanted),
+            "{name}: no {wanted} in /metrics"
+        );
+    }
     assert!(
         seen.exports.len() > 1,
         "every answer was at one block: the reads did not overlap the ingest"
