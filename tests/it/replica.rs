@@ -203,7 +203,9 @@ fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
 
     ingest_into(db.url(), &parts[0]);
     let dir = tempfile::tempdir().unwrap();
-    let standby = Standby::start(&programs, db.admin_url(), dir.path());
+    let Some(standby) = Standby::start(&programs, db.admin_url(), dir.path()) else {
+        return;
+    };
     let primary = serve(db.url());
     let replicas = [
         serve(&standby.url(db.name())),
