@@ -203,7 +203,9 @@ fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
 
     ingest_into(db.url(), &parts[0]);
     let dir = tempfile::tempdir().unwrap();
-    let standby = Standby::start(&programs, db.admin_url(), dir.path());
+    let Some(standby) = Standby::start(&programs, db.admin_url(), dir.path()) else {
+        return;
+    };
     let primary = serve(db.url());
     let replicas = [
         serve(&standby.url(db.name())),
@@ -249,6 +251,16 @@ fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
     }
     seen.round(&reference, &party, &servers);
     assert!(seen.exports.contains_key(&final_block));
+    // The metrics show each server's own last block too.
+    let final_height = first_config().start_height + final_block - 1;
+    for (name, addr) in &servers {
+        let metrics = get(*addr, "/metrics", &[]);
+        let wanted = format!("datanode_last_block_height {final_height}");
+        assert!(
+            metrics.text().lines().any(|line| line == wanted),
+            "{name}: no {wanted} in /metrics"
+        );
+    }
     assert!(
         seen.exports.len() > 1,
         "every answer was at one block: the reads did not overlap the ingest"

@@ -12,7 +12,7 @@ use crate::http_client::{Accept, Connection, FAST_BUFFER};
 use crate::process::{self, RssSampler};
 use crate::stats::Summary;
 
-const EXPORT_PATH: &str = "/api/v2/ledgerentry/export";
+pub(crate) const EXPORT_PATH: &str = "/api/v2/ledgerentry/export";
 
 /// The generator's block gaps are uniform in 0.5–1.5 s, so a block is a second on average.
 const AVERAGE_BLOCK_GAP_NANOS: i128 = 1_000_000_000;

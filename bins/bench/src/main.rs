@@ -30,6 +30,7 @@ mod postgres;
 mod process;
 mod render;
 mod report;
+mod scale;
 mod socket;
 mod stats;
 
@@ -113,6 +114,13 @@ struct Cli {
     /// every page is then read from the store, as before the cache).
     #[arg(long, value_name = "MIB")]
     page_cache_mib: Option<u32>,
+    /// Measure only the cost curve: the dataset times each of these scales (blocks and parties
+    /// both multiplied), generated straight into `server ingest` with no event file, on SQLite
+    /// and with --db on PostgreSQL; see docs/PERFORMANCE.md "Scale".
+    #[arg(long, value_delimiter = ',', value_name = "LIST",
+          value_parser = clap::value_parser!(u32).range(1..=1000),
+          conflicts_with_all = ["ingest_formats", "socket"])]
+    scale: Option<Vec<u32>>,
 }
 
 /// The `serve` flags of `--rate-limited`: nobody exempt, a billion requests a second.
@@ -163,6 +171,20 @@ fn run(cli: Cli) -> Result<()> {
     }
     if cli.socket {
         return socket::run(&dir, &server, &config);
+    }
+    if let Some(scales) = &cli.scale {
+        return scale::run(&scale::Plan {
+            server: &server,
+            dir: &dir,
+            base: config,
+            scales,
+            pg_admin: cli.db.as_deref(),
+            export_runs: cli.export_runs,
+            pages: listing::Plan {
+                requests: cli.requests,
+                throughput: Duration::from_secs_f64(cli.throughput_secs),
+            },
+        });
     }
 
     let pg = cli.db.as_deref().map(postgres::PgTarget::new).transpose()?;

@@ -21,12 +21,19 @@ pub(crate) const BENCH_DATABASE: &str = "datanode_bench";
 /// The PostgreSQL database of a run: where to administer it and what to serve.
 pub(crate) struct PgTarget {
     admin_url: String,
+    /// The database the bench owns there.
+    database: String,
     /// The bench database's URL, for `server ingest` and `server serve`.
     pub(crate) url: String,
 }
 
 impl PgTarget {
     pub(crate) fn new(admin_url: &str) -> Result<Self> {
+        Self::named(admin_url, BENCH_DATABASE)
+    }
+
+    /// The database `database` on the server `admin_url` names.
+    pub(crate) fn named(admin_url: &str, database: &str) -> Result<Self> {
         anyhow::ensure!(
             storage::is_url(admin_url),
             "--db takes a postgres:// or postgresql:// URL, got {}",
@@ -34,11 +41,12 @@ impl PgTarget {
         );
         Ok(Self {
             admin_url: admin_url.to_owned(),
-            url: testdb::with_database(admin_url, BENCH_DATABASE),
+            database: database.to_owned(),
+            url: testdb::with_database(admin_url, database),
         })
     }
 
-    fn admin(&self) -> Result<Client> {
+    pub(crate) fn admin(&self) -> Result<Client> {
         Client::connect(&self.admin_url, NoTls)
             .with_context(|| format!("cannot connect to {}", storage::redact(&self.admin_url)))
     }
@@ -47,7 +55,7 @@ impl PgTarget {
         let row = admin
             .query_one(
                 "SELECT count(*) FROM pg_database WHERE datname = $1",
-                &[&BENCH_DATABASE],
+                &[&self.database],
             )
             .context("cannot list the databases")?;
         Ok(row.get::<_, i64>(0) > 0)
@@ -55,22 +63,26 @@ impl PgTarget {
 
     /// Drops the bench database (with its connections) and creates it empty: two statements,
     /// as neither may run inside a transaction block.
-    fn recreate(&self, admin: &mut Client) -> Result<()> {
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)"),
-            format!("CREATE DATABASE {BENCH_DATABASE}"),
-        ] {
-            admin
-                .batch_execute(&sql)
-                .with_context(|| format!("cannot recreate the database {BENCH_DATABASE}"))?;
-        }
-        Ok(())
+    pub(crate) fn recreate(&self, admin: &mut Client) -> Result<()> {
+        self.drop_database(admin)?;
+        let database = &self.database;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .with_context(|| format!("cannot create the database {database}"))
+    }
+
+    /// Drops the bench database, with its connections.
+    pub(crate) fn drop_database(&self, admin: &mut Client) -> Result<()> {
+        let database = &self.database;
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .with_context(|| format!("cannot drop the database {database}"))
     }
 
     /// The bench database's size on disk.
-    fn size(&self, admin: &mut Client) -> Result<u64> {
+    pub(crate) fn size(&self, admin: &mut Client) -> Result<u64> {
         let row = admin
-            .query_one("SELECT pg_database_size($1)", &[&BENCH_DATABASE])
+            .query_one("SELECT pg_database_size($1)", &[&self.database])
             .context("cannot size the bench database")?;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }

@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
+use eventgen::{GenerateConfig, GenerateSummary};
 use serde::Serialize;
 
 /// GNU time: `-f "%M %U %S"` prints the child's peak RSS in KiB and its user and system CPU
@@ -72,61 +74,127 @@ pub(crate) fn run_ingest(
     events: &Path,
     dir: &Path,
 ) -> Result<IngestRun> {
-    let log_path = dir.join("ingest.log");
-    let time_path = dir.join("ingest.time");
-    let _ = std::fs::remove_file(&time_path);
-    let timed = Path::new(GNU_TIME).is_file();
-    let mut command = if timed {
-        let mut command = Command::new(GNU_TIME);
-        command
-            .args(["-f", "%M %U %S", "-o"])
-            .arg(&time_path)
-            .arg(server);
-        command
-    } else {
-        Command::new(server)
-    };
-    command
-        .arg("ingest")
-        .arg("--db")
-        .arg(db)
-        .arg(events)
-        .arg("--quiet")
-        .env("NO_COLOR", "1");
-    redirect(&mut command, &log_path)?;
-    let shown = describe(&command);
-
+    let mut ingest = IngestCommand::new(server, db, events.as_os_str(), dir)?;
     // Dirty pages of earlier runs (the database just removed, a dataset just written) would be
     // written back during the ingest and charged to it: flush them first. Best effort: without
     // `sync` the figure is only noisier.
     let _ = Command::new("sync").status();
     let started = Instant::now();
-    let status = command
+    let status = ingest
+        .command
         .status()
-        .with_context(|| format!("cannot run `{shown}`"))?;
+        .with_context(|| format!("cannot run `{}`", ingest.shown))?;
+    ingest.finish(status, started.elapsed().as_secs_f64())
+}
+
+/// Runs `server ingest` reading its standard input into `db`, and generates `config`'s stream
+/// (NDJSON) into that input as the ingest reads it: no event file is stored, and the
+/// generator's time is part of the ingest's.
+pub(crate) fn run_ingest_generated(
+    server: &Path,
+    db: &OsStr,
+    config: &GenerateConfig,
+    dir: &Path,
+) -> Result<(IngestRun, GenerateSummary)> {
+    let mut ingest = IngestCommand::new(server, db, OsStr::new("-"), dir)?;
+    ingest.command.stdin(Stdio::piped());
+    let _ = Command::new("sync").status();
+    let started = Instant::now();
+    let child = ingest
+        .command
+        .spawn()
+        .with_context(|| format!("cannot run `{}`", ingest.shown))?;
+    let mut child = KillOnDrop(child);
+    let stdin = child
+        .0
+        .stdin
+        .take()
+        .context("the ingest has no standard input")?;
+    let mut input = std::io::BufWriter::with_capacity(1 << 20, stdin);
+    let generated =
+        eventgen::generate(config, &mut input).and_then(|summary| input.flush().map(|()| summary));
+    // Closing the input ends the ingest's stream.
+    drop(input);
+    let status = child.0.wait().context("cannot wait for the ingest")?;
     let seconds = started.elapsed().as_secs_f64();
-    if !status.success() {
-        bail!(
-            "`{shown}` failed ({status}); end of {}:\n{}",
-            log_path.display(),
-            tail(&log_path)
-        );
+    let run = ingest.finish(status, seconds)?;
+    let generated = generated.context("cannot write the generated stream to the ingest")?;
+    Ok((run, generated))
+}
+
+/// A `server ingest` command, under GNU time when it is installed.
+struct IngestCommand {
+    command: Command,
+    shown: String,
+    log_path: PathBuf,
+    time_path: PathBuf,
+}
+
+impl IngestCommand {
+    /// `server ingest --db DB INPUT --quiet`, logging to `<dir>/ingest.log`.
+    fn new(server: &Path, db: &OsStr, input: &OsStr, dir: &Path) -> Result<Self> {
+        let log_path = dir.join("ingest.log");
+        let time_path = dir.join("ingest.time");
+        let _ = std::fs::remove_file(&time_path);
+        let timed = Path::new(GNU_TIME).is_file();
+        let mut command = if timed {
+            let mut command = Command::new(GNU_TIME);
+            command
+                .args(["-f", "%M %U %S", "-o"])
+                .arg(&time_path)
+                .arg(server);
+            command
+        } else {
+            Command::new(server)
+        };
+        command
+            .arg("ingest")
+            .arg("--db")
+            .arg(db)
+            .arg(input)
+            .arg("--quiet")
+            .env("NO_COLOR", "1");
+        redirect(&mut command, &log_path)?;
+        let shown = describe(&command);
+        Ok(Self {
+            command,
+            shown,
+            log_path,
+            time_path,
+        })
     }
-    // GNU time writes "Command exited with …" before the figures when the child fails, so the
-    // figures are the last line.
-    let figures: Vec<String> = std::fs::read_to_string(&time_path)
-        .ok()
-        .and_then(|text| Some(text.lines().last()?.to_owned()))
-        .map(|line| line.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default();
-    let figure = |index: usize| figures.get(index).map(String::as_str);
-    Ok(IngestRun {
-        command: shown,
-        seconds,
-        peak_rss_kib: figure(0).and_then(|text| text.parse().ok()),
-        cpu_user_secs: figure(1).and_then(|text| text.parse().ok()),
-        cpu_system_secs: figure(2).and_then(|text| text.parse().ok()),
-    })
+
+    /// The run's figures once it exited with `status` after `seconds`.
+    fn finish(self, status: std::process::ExitStatus, seconds: f64) -> Result<IngestRun> {
+        let IngestCommand {
+            shown,
+            log_path,
+            time_path,
+            ..
+        } = self;
+        if !status.success() {
+            bail!(
+                "`{shown}` failed ({status}); end of {}:\n{}",
+                log_path.display(),
+                tail(&log_path)
+            );
+        }
+        // GNU time writes "Command exited with …" before the figures when the child fails, so the
+        // figures are the last line.
+        let figures: Vec<String> = std::fs::read_to_string(&time_path)
+            .ok()
+            .and_then(|text| Some(text.lines().last()?.to_owned()))
+            .map(|line| line.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        let figure = |index: usize| figures.get(index).map(String::as_str);
+        Ok(IngestRun {
+            command: shown,
+            seconds,
+            peak_rss_kib: figure(0).and_then(|text| text.parse().ok()),
+            cpu_user_secs: figure(1).and_then(|text| text.parse().ok()),
+            cpu_system_secs: figure(2).and_then(|text| text.parse().ok()),
+        })
+    }
 }
 
 /// A running `server serve`; killed when dropped.

@@ -55,6 +55,7 @@ const KEYS: &[Key] = &[
     key("listen", "max_header_bytes", "max_header_bytes"),
     key("listen", "grace_secs", "grace_secs"),
     key("database", "url", "db"),
+    key("database", "max_lag_secs", "max_lag_secs"),
     key("ingest", "input", "ingest"),
     key("ingest", "format", "format"),
     key("ingest", "max_record_bytes", "max_record_bytes"),

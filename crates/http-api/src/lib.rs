@@ -64,7 +64,7 @@ mod server;
 mod tests;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
@@ -129,6 +129,10 @@ pub struct AppConfig {
     /// Metrics are served on a listener of their own ([`App::operator`]), so the public service
     /// answers `/metrics` with 404: what the process does is not shown to every client.
     pub metrics_apart: bool,
+    /// `/health` answers 503 while the last stored block's vega time is further behind the
+    /// wall clock than this (or no block with a time is stored), so that a load balancer drops
+    /// a replica that fell behind; `None` (the default) never.
+    pub max_lag: Option<Duration>,
 }
 
 impl Default for AppConfig {
@@ -142,6 +146,7 @@ impl Default for AppConfig {
             trusted_proxies: IpRanges(vec!["127.0.0.1".parse().expect("a valid address")]),
             build: BuildInfo::default(),
             metrics_apart: false,
+            max_lag: None,
         }
     }
 }
@@ -196,6 +201,7 @@ struct Inner {
     trusted_proxies: IpRanges,
     request_ids: RequestIds,
     build: BuildInfo,
+    max_lag: Option<Duration>,
 }
 
 impl Route {
@@ -257,6 +263,7 @@ impl App {
                 trusted_proxies: config.trusted_proxies,
                 request_ids: RequestIds::new(),
                 build: config.build,
+                max_lag: config.max_lag,
             }),
         }
     }
@@ -394,6 +401,12 @@ impl App {
             return Err(unhealthy(format!(
                 "the last {failing} reads of the store failed"
             )));
+        }
+        if let Some(max_lag) = self.inner.max_lag
+            && let Err(reason) =
+                freshness::within(self.chain_tip().as_ref(), max_lag, SystemTime::now())
+        {
+            return Err(unhealthy(reason));
         }
         self.healthy()
             .await

@@ -96,6 +96,7 @@ pub struct Metrics {
     ingest_running: IntGauge,
     first_block: IntGauge,
     last_block: IntGauge,
+    last_vega_time: Gauge,
     build_info: IntGaugeVec,
     /// The totals last reported, so that counters advance by the difference.
     ingest_reported: [AtomicU64; 3],
@@ -172,6 +173,11 @@ impl Metrics {
             "Vega time of the last block committed by the ingest in this process",
         )
         .expect("valid metric name");
+        let last_vega_time = Gauge::new(
+            "datanode_last_block_vega_time_seconds",
+            "Vega time of the last block stored (on a replica, the last one replayed)",
+        )
+        .expect("valid metric name");
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "datanode_build_info",
@@ -186,6 +192,7 @@ impl Metrics {
             Box::new(exports_aborted.clone()),
             Box::new(storage_failures.clone()),
             Box::new(ingest_last_vega_time.clone()),
+            Box::new(last_vega_time.clone()),
             Box::new(build_info.clone()),
         ] {
             registry
@@ -260,6 +267,7 @@ impl Metrics {
                 "datanode_last_block_height",
                 "Highest block height stored (0 while no block is stored)",
             ),
+            last_vega_time,
             build_info,
             ingest_reported: Default::default(),
             registry,
@@ -319,6 +327,9 @@ impl Metrics {
         if let Some(tip) = tip {
             self.first_block.set(height(tip.first_height));
             self.last_block.set(height(tip.last_height));
+            if let Some(nanos) = tip.last_vega_time {
+                self.last_vega_time.set(nanos as f64 / 1e9);
+            }
         }
     }
 

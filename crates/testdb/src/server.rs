@@ -38,17 +38,13 @@ impl Programs {
     /// names the tests that need them.
     pub fn find(needed_by: &str) -> Option<Programs> {
         let Some(bin) = server_programs() else {
-            assert!(
-                std::env::var_os(NO_SERVER_VAR).is_some(),
-                "PostgreSQL's server programs were not found (in {BIN_VAR} or \
-                 /usr/lib/postgresql/*/bin): install PostgreSQL, or set {NO_SERVER_VAR}=1 to \
-                 skip {needed_by}"
+            opt_out(
+                &format!(
+                    "PostgreSQL's server programs were not found (in {BIN_VAR} or \
+                     /usr/lib/postgresql/*/bin): install PostgreSQL"
+                ),
+                needed_by,
             );
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{NO_SERVER_VAR} is set: {needed_by} may not be skipped under CI"
-            );
-            eprintln!("skipped: no PostgreSQL server programs and {NO_SERVER_VAR} is set");
             return None;
         };
         let as_postgres = std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
@@ -73,6 +69,20 @@ impl Programs {
             run(Command::new("chown").arg("-R").arg("postgres:").arg(dir));
         }
     }
+}
+
+/// Fails the test with `why`, naming [`NO_SERVER_VAR`], unless that variable is set outside CI:
+/// then prints that `needed_by` is skipped, and returns.
+fn opt_out(why: &str, needed_by: &str) {
+    assert!(
+        std::env::var_os(NO_SERVER_VAR).is_some(),
+        "{why}, or set {NO_SERVER_VAR}=1 to skip {needed_by}"
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{why}; {NO_SERVER_VAR} is set, but {needed_by} may not be skipped under CI"
+    );
+    eprintln!("skipped {needed_by}: {why}, and {NO_SERVER_VAR} is set");
 }
 
 /// The directory holding `initdb` and `pg_ctl`, if any.
@@ -126,14 +136,15 @@ pub struct Standby {
 
 impl Standby {
     /// Copies the server `admin_url` names into `dir/data` (the whole cluster, as a base backup
-    /// does) and starts it as a streaming standby of that server.
+    /// does) and starts it as a streaming standby of that server; `None` (after printing why)
+    /// when the copy fails and [`NO_SERVER_VAR`] is set.
     ///
     /// # Panics
     ///
-    /// When the copy or the start fails: the server must accept replication connections from
-    /// loopback (a `host replication all 127.0.0.1/32 trust` line in `pg_hba.conf`, which
-    /// `.ci/run` adds).
-    pub fn start(programs: &Programs, admin_url: &str, dir: &Path) -> Standby {
+    /// When the copy fails and [`NO_SERVER_VAR`] is not set (or set under CI), or the start
+    /// fails: the server must accept replication connections from loopback (a `host
+    /// replication all 127.0.0.1/32 trust` line in `pg_hba.conf`, which `.ci/run` adds).
+    pub fn start(programs: &Programs, admin_url: &str, dir: &Path) -> Option<Standby> {
         programs.own(dir);
         let data = dir.join("data");
         let backup = programs
@@ -146,14 +157,18 @@ impl Standby {
             .args(["--checkpoint=fast", "--no-sync"])
             .output()
             .expect("pg_basebackup runs");
-        assert!(
-            backup.status.success(),
-            "pg_basebackup of the test server failed: {}\nThe server must accept replication \
-             connections from this machine: add `host replication all 127.0.0.1/32 trust` to \
-             its pg_hba.conf and reload it (as .ci/run does), or set {NO_SERVER_VAR}=1 to skip \
-             the tests that start servers of their own",
-            String::from_utf8_lossy(&backup.stderr).trim()
-        );
+        if !backup.status.success() {
+            opt_out(
+                &format!(
+                    "pg_basebackup of the test server failed: {}\nThe server must accept \
+                     replication connections from this machine: add `host replication all \
+                     127.0.0.1/32 trust` to its pg_hba.conf and reload it (as .ci/run does)",
+                    String::from_utf8_lossy(&backup.stderr).trim()
+                ),
+                "the read-replica test",
+            );
+            return None;
+        }
         // A Debian cluster keeps its configuration files outside its data directory, so the
         // copy may lack them: the standby gets its own, trusting loopback as the tests do.
         for (file, text) in [
@@ -200,7 +215,7 @@ impl Standby {
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
-        standby
+        Some(standby)
     }
 
     /// The URL of `database` on the standby, as user `postgres`.

@@ -97,6 +97,12 @@ pub struct ServeArgs {
         requires = "metrics_listen"
     )]
     pub metrics_addr_file: Option<PathBuf>,
+    /// Answer /health with 503 while the last stored block's vega time is more than this many
+    /// seconds behind this machine's clock (or no block is stored), so that a load balancer
+    /// drops a replica that fell behind [default: off].
+    #[arg(long, env = "DATANODE_MAX_LAG_SECS", value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_lag_secs: Option<u64>,
     #[command(flatten)]
     rate_limit: RateLimitArgs,
 }
@@ -120,6 +126,7 @@ impl ServeArgs {
                 commit: crate::COMMIT.to_owned(),
             },
             metrics_apart: self.metrics_listen.is_some(),
+            max_lag: self.max_lag_secs.map(Duration::from_secs),
             rate_limit: self.rate_limit.config(),
             trusted_proxies: self.rate_limit.trusted_proxies.clone(),
         }

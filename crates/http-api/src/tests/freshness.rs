@@ -133,7 +133,8 @@ async fn the_headers_and_metrics_follow_the_store() {
         metrics(&answer.text()),
         [
             "datanode_first_block_height 0",
-            "datanode_last_block_height 0"
+            "datanode_last_block_height 0",
+            "datanode_last_block_vega_time_seconds 0"
         ]
     );
     for last_height in [7, 8, 20] {
@@ -154,8 +155,63 @@ async fn the_headers_and_metrics_follow_the_store() {
             metrics(&answer.text()),
             [
                 "datanode_first_block_height 1".to_owned(),
-                format!("datanode_last_block_height {last_height}")
+                format!("datanode_last_block_height {last_height}"),
+                format!(
+                    "datanode_last_block_vega_time_seconds {}",
+                    (last_height * 10) as f64 / 1e9
+                )
             ]
         );
     }
+}
+
+#[tokio::test]
+async fn health_turns_503_while_the_last_block_is_too_far_behind_the_clock() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let now = i64::try_from(now.as_nanos()).unwrap();
+    let store = store_at(None);
+    let tip = Arc::clone(&store.tip);
+    let config = AppConfig {
+        max_lag: Some(std::time::Duration::from_secs(60)),
+        ..AppConfig::default()
+    };
+    let app = App::new(Arc::new(store), config);
+    let behind = |secs: i64| {
+        *tip.lock().unwrap() = Some(ChainTip {
+            first_height: 1,
+            last_height: 9,
+            last_vega_time: Some(now - secs * 1_000_000_000),
+        });
+    };
+    let reason = |answer: &Answer| answer.json()["details"][0]["inner"].to_string();
+
+    let answer = call(&app, Method::GET, "/health").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reason(&answer).contains("no block"), "{}", answer.text());
+    behind(3_600);
+    let answer = call(&app, Method::GET, "/health").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        reason(&answer).contains("the last block, 9, is 36"),
+        "{}",
+        answer.text()
+    );
+    // Caught up: healthy again, and the API answers all along.
+    behind(5);
+    let answer = call(&app, Method::GET, "/health").await;
+    assert_eq!(
+        (answer.status, answer.text().as_str()),
+        (StatusCode::OK, "ok")
+    );
+    behind(3_600);
+    let answer = call(&app, Method::GET, "/api/v2/oracle/data").await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.header("x-block-height"), "9");
+
+    // Off by default: a store years behind the clock is healthy.
+    let app = App::new(Arc::new(store_at(Some(TIP))), AppConfig::default());
+    let answer = call(&app, Method::GET, "/health").await;
+    assert_eq!(answer.status, StatusCode::OK);
 }
