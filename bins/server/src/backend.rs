@@ -174,6 +174,31 @@ pub fn check(db: &Db) -> Result<String> {
     read().with_context(|| format!("check of {} failed", db.describe()))
 }
 
+/// `server backup`: copies an SQLite database as of one commit into the new file `out`, while
+/// it is served and written. A PostgreSQL database is refused: its own tools back it up (see
+/// README, Backups) consistently and incrementally, which a copy through this program could not.
+pub fn backup(db: &Db, out: &Path) -> Result<String> {
+    let path = match db {
+        Db::Sqlite(path) => path,
+        Db::Postgres(_) => anyhow::bail!(
+            "server backup copies SQLite files only: back up a PostgreSQL database with \
+             PostgreSQL's tools, `pg_dump --format=custom` of the database (a logical copy) or a \
+             base backup (`pg_basebackup`) with WAL archiving, as README's Backups describes"
+        ),
+    };
+    anyhow::ensure!(path.exists(), "there is no database at {}", path.display());
+    let store = SqliteStore::open(path, SqliteConfig::default())
+        .with_context(|| format!("cannot open the database {}", db.describe()))?;
+    let chain = store
+        .backup(out)
+        .with_context(|| format!("cannot back up {} into {}", path.display(), out.display()))?;
+    Ok(format!(
+        "copied as of one commit into {}\n{}",
+        out.display(),
+        describe_chain(&chain)
+    ))
+}
+
 /// How many units `check --deep` reads between two progress lines.
 const PROGRESS_EVERY: u64 = 10_000;
 
