@@ -1,4 +1,4 @@
-//! `server migrate` and `server check`: the operator's commands on a database.
+//! `server migrate`, `server check` and `server backup`: the operator's commands on a database.
 
 use anyhow::Result;
 use clap::Args;
@@ -17,6 +17,24 @@ pub struct DbArgs {
 pub fn migrate(args: DbArgs) -> Result<()> {
     let db = backend::backend(args.db.as_deref())?;
     let done = backend::migrate(&*db)?;
+    println!("{}: {done}", db.describe());
+    Ok(())
+}
+
+/// Flags of `backup`.
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The copy to write: a new file (an existing one is refused).
+    #[arg(value_name = "OUT")]
+    out: std::path::PathBuf,
+}
+
+/// `backup`: copies an SQLite database as of one commit while it is served and written.
+pub fn backup(args: BackupArgs) -> Result<()> {
+    let db = backend::backend(args.db.db.as_deref())?;
+    let done = backend::backup(&*db, &args.out)?;
     println!("{}: {done}", db.describe());
     Ok(())
 }

@@ -124,6 +124,20 @@ pub fn check(db: &dyn Backend) -> Result<String> {
     read().with_context(|| format!("check of {} failed", db.describe()))
 }
 
+/// `server backup`: copies the database as of one commit into the new file `out`, while it is
+/// served and written (SQLite); a PostgreSQL database is refused, naming its own tools.
+pub fn backup(db: &dyn Backend, out: &Path) -> Result<String> {
+    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
+    let chain = db
+        .backup(out)
+        .with_context(|| format!("cannot back up {} into {}", db.describe(), out.display()))?;
+    Ok(format!(
+        "copied as of one commit into {}\n{}",
+        out.display(),
+        describe_chain(&chain)
+    ))
+}
+
 /// How many units `check --deep` reads between two progress lines.
 const PROGRESS_EVERY: u64 = 10_000;
 

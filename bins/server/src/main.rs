@@ -83,6 +83,10 @@ enum Command {
     /// Check that a database can be served: schema version, row format, and a read through
     /// the oracle data and one party's export; with --deep, every stored unit verified.
     Check(admin::CheckArgs),
+    /// Copy an SQLite database, as of one commit, into a new file while `serve` and `ingest`
+    /// run (SQLite's online backup API); the copy is served as it is. PostgreSQL databases are
+    /// backed up with PostgreSQL's own tools (pg_dump, base backups).
+    Backup(admin::BackupArgs),
     /// Print the settings `serve` and `ingest` would use, as a configuration file (passwords in
     /// database URLs hidden); with --default, a complete file of the defaults.
     Config(ConfigArgs),
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
         Some(Command::Generate(args)) => generate::generate(args),
         Some(Command::Migrate(args)) => admin::migrate(args),
         Some(Command::Check(args)) => admin::check(args),
+        Some(Command::Backup(args)) => admin::backup(args),
         Some(Command::Config(args)) => {
             let text = if args.default {
                 config::print_defaults(&Cli::command())

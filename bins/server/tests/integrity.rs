@@ -140,3 +140,63 @@ fn check_deep_names_every_damaged_unit_and_what_it_affects() {
         "{stdout}"
     );
 }
+
+/// `server backup` while `serve` runs: the copy is one whole file that passes `check --deep`;
+/// an existing file is never overwritten, and a PostgreSQL URL is sent to PostgreSQL's tools.
+#[test]
+fn backup_makes_a_whole_copy_that_passes_check_deep() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path());
+    let addr_file = dir.path().join("addr");
+    let _serving = Killed(
+        server()
+            .args(["serve", "--listen", "127.0.0.1:0", "--addr-file"])
+            .arg(&addr_file)
+            .arg("--db")
+            .arg(&db)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = dir.path().join("copy.sqlite");
+    let done = run_ok(server().args(["backup", "--db"]).arg(&db).arg(&out));
+    let done = String::from_utf8(done.stdout).unwrap();
+    assert!(
+        done.contains("copied as of one commit") && done.contains("last block: "),
+        "{done}"
+    );
+    // One whole file, nothing beside it.
+    assert!(!dir.path().join("copy.sqlite-wal").exists());
+    let check = check_deep(&out);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let again = server()
+        .args(["backup", "--db"])
+        .arg(&db)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("never overwrites"));
+    let postgres = server()
+        .args(["backup", "--db", "postgres://nobody@127.0.0.1:1/none"])
+        .arg(dir.path().join("pg.sqlite"))
+        .output()
+        .unwrap();
+    assert!(!postgres.status.success());
+    assert!(String::from_utf8_lossy(&postgres.stderr).contains("pg_dump"));
+}
+
+/// A child process, killed on drop (a failed test leaves none behind).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -327,6 +327,10 @@ impl Backend for PgBackend {
     fn migrate(&self) -> Result<Migrated, Error> {
         PgStore::migrate(&self.url)
     }
+
+    fn backup(&self, _out: &std::path::Path) -> Result<ChainState, Error> {
+        Err(Incompatible::Backup.into())
+    }
 }
 
 impl Health for PgStore {

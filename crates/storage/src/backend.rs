@@ -7,6 +7,7 @@
 //! conformance suite (`suite`, behind the `suite` feature) against its store and writer.
 
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Arc;
 
 use ledger_core::TimeRange;
@@ -61,6 +62,11 @@ pub trait Backend: Send + Sync {
 
     /// Creates or upgrades the schema; says what was done.
     fn migrate(&self) -> Result<Migrated, Error>;
+
+    /// Copies the database as of one commit into the new file `out` while it is served and
+    /// written, and says which blocks the copy holds; a backend whose own tools back it up
+    /// better refuses ([`Incompatible::Backup`](crate::Incompatible::Backup)), naming them.
+    fn backup(&self, out: &Path) -> Result<ChainState, Error>;
 }
 
 /// What [`Backend::migrate`] did: the schema version before and after.

@@ -139,6 +139,14 @@ pub enum Incompatible {
          ~/.postgresql/root.crt)"
     )]
     NoRootCert,
+    /// `server backup` of a PostgreSQL database: its own tools back it up consistently and
+    /// incrementally, which a copy through this program could not.
+    #[error(
+        "server backup copies SQLite files only: back up a PostgreSQL database with \
+         PostgreSQL's tools, `pg_dump --format=custom` of the database (a logical copy) or a \
+         base backup (`pg_basebackup`) with WAL archiving, as README's Backups describes"
+    )]
+    Backup,
     /// A CA file that cannot be read or holds no certificate.
     #[error("cannot use sslrootcert file {file}: {reason}", file = file.display())]
     RootCert {

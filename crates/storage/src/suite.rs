@@ -38,7 +38,7 @@ pub use oracle::{
     oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
 };
 pub use writer::{
-    a_datum_twice_in_one_batch_reads_as_the_first, block_state_round_trips,
+    a_datum_twice_in_one_batch_reads_as_the_first, block, block_state_round_trips,
     chain_tip_follows_commits, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
     failed_commit_leaves_nothing_and_the_writer_usable, two_blocks_of_one_height_and_one_chain,
 };

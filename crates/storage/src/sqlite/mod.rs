@@ -15,6 +15,7 @@
 //! connections. Readers work on snapshots and never block the writer. One more read-only
 //! connection answers the data version (`version.rs`).
 
+mod backup;
 mod checkpoint;
 mod export;
 mod ingest;
@@ -110,44 +111,11 @@ impl SqliteStore {
         fill: impl FnOnce(&SqliteStore) -> Result<T, E>,
     ) -> Result<T, E> {
         let path = path.as_ref();
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        for stale in sidecars(&partial) {
-            // Left by an interrupted creation; nobody else uses these names.
-            let _ = std::fs::remove_file(stale);
-        }
+        let partial = partial_of(path);
         let store = SqliteStore::open(&partial, config)?;
         let value = fill(&store)?;
         drop(store);
-        // Copies every committed page from the WAL into the file and empties the WAL; with the
-        // last connection closed the WAL and shared-memory files go too.
-        let conn = connect(&partial, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        let busy: i64 = conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
-            .map_err(map_err)?;
-        if busy != 0 {
-            return Err(Error::Unavailable(
-                format!(
-                    "{} is in use; the checkpoint could not finish",
-                    partial.display()
-                )
-                .into(),
-            )
-            .into());
-        }
-        conn.close().map_err(|(_, err)| map_err(err))?;
-        let wal = &sidecars(&partial)[1];
-        if std::fs::metadata(wal).is_ok_and(|meta| meta.len() > 0) {
-            return Err(Error::Unavailable(
-                format!("{} still holds pages after the checkpoint", wal.display()).into(),
-            )
-            .into());
-        }
-        std::fs::rename(&partial, path).map_err(|err| Error::Unavailable(Box::new(err)))?;
-        for empty in &sidecars(&partial)[1..] {
-            let _ = std::fs::remove_file(empty);
-        }
+        seal(&partial, path)?;
         Ok(value)
     }
 
@@ -281,6 +249,54 @@ impl Backend for SqliteBackend {
     fn migrate(&self) -> Result<Migrated, Error> {
         SqliteStore::migrate(&self.path)
     }
+
+    fn backup(&self, out: &Path) -> Result<ChainState, Error> {
+        SqliteStore::open(&self.path, self.config.clone())?.backup(out)
+    }
+}
+
+/// Makes the database at `partial`, closed by everyone, one self-contained file (every
+/// committed page copied from the WAL into it, no `-wal` left to lose) and renames it to
+/// `path`: a reader of `path` finds a whole database or none.
+fn seal(partial: &Path, path: &Path) -> Result<(), Error> {
+    // With the last connection closed the WAL and shared-memory files go too.
+    let conn = connect(partial, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    let busy: i64 = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+        .map_err(map_err)?;
+    if busy != 0 {
+        return Err(Error::Unavailable(
+            format!(
+                "{} is in use; the checkpoint could not finish",
+                partial.display()
+            )
+            .into(),
+        ));
+    }
+    conn.close().map_err(|(_, err)| map_err(err))?;
+    let wal = &sidecars(partial)[1];
+    if std::fs::metadata(wal).is_ok_and(|meta| meta.len() > 0) {
+        return Err(Error::Unavailable(
+            format!("{} still holds pages after the checkpoint", wal.display()).into(),
+        ));
+    }
+    std::fs::rename(partial, path).map_err(|err| Error::Unavailable(Box::new(err)))?;
+    for empty in &sidecars(partial)[1..] {
+        let _ = std::fs::remove_file(empty);
+    }
+    Ok(())
+}
+
+/// `path` with `.partial` appended: where a new database is built before it is renamed, its
+/// stale files (left by an interrupted build; nobody else uses the name) removed.
+fn partial_of(path: &Path) -> PathBuf {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    for stale in sidecars(&partial) {
+        let _ = std::fs::remove_file(stale);
+    }
+    partial
 }
 
 /// The database file and the files SQLite keeps beside it: the file, its WAL and shared memory.

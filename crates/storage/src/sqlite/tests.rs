@@ -1,6 +1,7 @@
 //! The backend-neutral suite run on SQLite, and what only SQLite has: the file, its schema
 //! version and its journal mode.
 
+mod backup;
 mod damage;
 mod fixtures;
 

@@ -5,7 +5,8 @@ use crate::{
     BlockRecord, BlockState, BlockTime, ChainState, ChainTip, Error, IngestBatch, IngestWriter,
 };
 
-fn block(height: u64, vega_time: Option<i64>, last_seq: u64) -> BlockRecord {
+/// The record of a block of no hash and `seq_base` 0.
+pub fn block(height: u64, vega_time: Option<i64>, last_seq: u64) -> BlockRecord {
     BlockRecord {
         height,
         hash: None,
