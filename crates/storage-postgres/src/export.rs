@@ -39,7 +39,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
 use postgres::{SimpleQueryMessage, Transaction};
 
-use super::packed::unpack_into;
+use super::packed::{self, unpack_into};
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::backend::inclusive_bounds;
 use storage::segment::{self, KeyRange, LineKey, SegmentRef};
@@ -155,6 +155,23 @@ impl Scan {
             })
     }
 
+    /// Checks the checksums of a segment's blobs without decoding them; damage names the
+    /// segment.
+    fn check(&self, segment: &Fetched) -> Result<(), Error> {
+        packed::check(&segment.csv, "csv")
+            .and_then(|()| {
+                segment
+                    .keys
+                    .as_deref()
+                    .map_or(Ok(()), |keys| packed::check(keys, "keys"))
+            })
+            .map_err(|err| {
+                err.at("ledger_segments", || {
+                    segment::describe("party", self.party.into(), segment.last)
+                })
+            })
+    }
+
     /// [`Scan::send`], each blob's checksum verified as it is unpacked.
     fn send_verified(
         &self,
@@ -199,6 +216,13 @@ impl LedgerStore for PgStore {
         // Nothing is sent while a chunk is read, so each one may be tried again on a fresh
         // connection.
         let first = self.read(|conn| first_chunk(conn, filter, segments), || true)?;
+        // The first chunk's blobs checked before the answer starts: damage there (all of an
+        // export of a few segments) is an error the server can still answer with a status.
+        if let Some((scan, _, fetched)) = &first {
+            for segment in fetched {
+                scan.check(segment)?;
+            }
+        }
         let mut summary = ExportSummary::default();
         if sink.started().is_break() {
             summary.stopped = true;

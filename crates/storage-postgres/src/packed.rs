@@ -72,17 +72,11 @@ pub(super) fn add_checksum(format_4: &[u8]) -> Vec<u8> {
     packed
 }
 
-/// Decompresses a stored blob into `out`, whose allocation is reused: afterwards `out` holds
-/// exactly the blob's bytes. A blob that does not decompress to the size it states is
-/// [`Error::Corrupt`].
-pub(super) fn unpack_into(
-    packed: &[u8],
-    blob: &'static str,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    let corrupt = |what: String| Error::from(Damage::Packed(format!("{blob}: {what}")));
+/// Checks a stored blob's checksum without decoding it: what [`unpack_into`] checks first, for a
+/// reader that must know a blob is whole before it sends anything.
+pub(super) fn check(packed: &[u8], blob: &'static str) -> Result<(), Error> {
     if packed.len() < HEADER {
-        return Err(corrupt(format!("{} bytes", packed.len())));
+        return Err(Damage::Packed(format!("{blob}: {} bytes", packed.len())).into());
     }
     let (header, block) = packed.split_at(HEADER);
     let stored = u32::from_be_bytes(header[PREFIX..].try_into().expect("four bytes"));
@@ -95,6 +89,20 @@ pub(super) fn unpack_into(
         }
         .into());
     }
+    Ok(())
+}
+
+/// Decompresses a stored blob into `out`, whose allocation is reused: afterwards `out` holds
+/// exactly the blob's bytes. A blob that does not decompress to the size it states is
+/// [`Error::Corrupt`].
+pub(super) fn unpack_into(
+    packed: &[u8],
+    blob: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let corrupt = |what: String| Error::from(Damage::Packed(format!("{blob}: {what}")));
+    check(packed, blob)?;
+    let (header, block) = packed.split_at(HEADER);
     let size = u32::from_be_bytes(header[..PREFIX].try_into().expect("four bytes")) as usize;
     if size > block.len().saturating_mul(MAX_RATIO) {
         return Err(corrupt(format!(

@@ -43,15 +43,18 @@ impl LedgerStore for SqliteStore {
         let tx = conn.snapshot()?;
         let scan = plan(&tx, filter)?;
         let mut statement = tx.prepare_cached(SCAN_SQL).map_err(map_err)?;
-        if sink.started().is_break() {
-            return Ok(ExportSummary {
+        let mut start = Start::new(sink);
+        let summary = match scan {
+            Some(scan) => stream(&mut statement, &scan, &mut start)?,
+            None => ExportSummary::default(),
+        };
+        // An export without a segment starts here; one that stopped at its start has no rows.
+        let summary = match start.sink() {
+            Some(_) => summary,
+            None => ExportSummary {
                 rows: 0,
                 stopped: true,
-            });
-        }
-        let summary = match scan {
-            Some(scan) => stream(&mut statement, &scan, sink)?,
-            None => ExportSummary::default(),
+            },
         };
         drop(statement);
         tx.commit()?;
@@ -95,12 +98,38 @@ fn plan(conn: &Connection, filter: &ExportFilter) -> Result<Option<Scan>, Error>
     }))
 }
 
+/// The sink, started when the first segment has been read and verified: damage in the first
+/// segment (all of an export of one segment) is then an error the server can still answer with
+/// a status, never a started answer cut short.
+struct Start<'a> {
+    sink: &'a mut dyn ExportSink,
+    /// `None` before the start; then whether the sink asked to stop at it.
+    stopped_at_start: Option<bool>,
+}
+
+impl<'a> Start<'a> {
+    fn new(sink: &'a mut dyn ExportSink) -> Self {
+        Self {
+            sink,
+            stopped_at_start: None,
+        }
+    }
+
+    /// The started sink, starting it first if need be; `None` when it stopped at its start.
+    fn sink(&mut self) -> Option<&mut dyn ExportSink> {
+        let stopped = *self
+            .stopped_at_start
+            .get_or_insert_with(|| self.sink.started().is_break());
+        (!stopped).then_some(&mut *self.sink)
+    }
+}
+
 /// Streams the scan's segments: whole ones straight from SQLite's buffer in one call each, the
 /// ones at the window's edges or under an asset filter line by line through their index.
 fn stream(
     statement: &mut rusqlite::Statement<'_>,
     scan: &Scan,
-    sink: &mut dyn ExportSink,
+    start: &mut Start<'_>,
 ) -> Result<ExportSummary, Error> {
     let mut summary = ExportSummary::default();
     let mut rows = statement
@@ -117,9 +146,12 @@ fn stream(
         if first > scan.high {
             break;
         }
-        let flow = send(row, scan, first, last, sink, &mut summary)
-            .map_err(|err| at_segment(err, scan.party, row, 6))?;
-        if let ControlFlow::Break(()) = flow {
+        let segment =
+            verify(row, scan, first, last).map_err(|err| at_segment(err, scan.party, row, 6))?;
+        let Some(sink) = start.sink() else {
+            break;
+        };
+        if let ControlFlow::Break(()) = segment.send(scan, sink, &mut summary) {
             summary.stopped = true;
             break;
         }
@@ -127,30 +159,53 @@ fn stream(
     Ok(summary)
 }
 
-/// Sends one segment of the scan, its blobs verified against their checksums first.
-fn send(
-    row: &rusqlite::Row<'_>,
+/// One segment of the scan, its blobs verified against their checksums.
+enum Verified<'r> {
+    /// Wholly inside the window, no asset asked for: its lines go out as they are.
+    Whole { csv: &'r [u8], lines: u64 },
+    /// To cut line by line through its index, checked.
+    Cut(SegmentRef<'r>),
+}
+
+/// Reads and verifies one segment of the scan.
+fn verify<'r>(
+    row: &'r rusqlite::Row<'_>,
     scan: &Scan,
     first: i64,
     last: i64,
-    sink: &mut dyn ExportSink,
-    summary: &mut ExportSummary,
-) -> Result<ControlFlow<()>, Error> {
+) -> Result<Verified<'r>, Error> {
     let csv = verified(row, (2, "csv"), 4)?;
     if scan.asset.is_none() && first >= scan.low && last <= scan.high {
         let lines: i64 = row.get(1).map_err(map_err)?;
         // A count no writer stores is damage, not a number of rows to report.
         let lines = u64::try_from(lines)
             .map_err(|_| Damage::Value(format!("ledger segment of {lines} lines")))?;
-        summary.rows += lines;
-        Ok(sink.rows(csv, lines))
+        Ok(Verified::Whole { csv, lines })
     } else {
         let keys = verified(row, (3, "keys"), 5)?;
-        Ok(SegmentRef::new(csv, keys)?.emit(
-            KeyRange::window(scan.low, scan.high),
-            scan.asset,
-            sink,
-            summary,
-        ))
+        Ok(Verified::Cut(SegmentRef::new(csv, keys)?))
+    }
+}
+
+impl Verified<'_> {
+    /// Hands the segment's lines within the scan to the sink.
+    fn send(
+        self,
+        scan: &Scan,
+        sink: &mut dyn ExportSink,
+        summary: &mut ExportSummary,
+    ) -> ControlFlow<()> {
+        match self {
+            Verified::Whole { csv, lines } => {
+                summary.rows += lines;
+                sink.rows(csv, lines)
+            }
+            Verified::Cut(segment) => segment.emit(
+                KeyRange::window(scan.low, scan.high),
+                scan.asset,
+                sink,
+                summary,
+            ),
+        }
     }
 }

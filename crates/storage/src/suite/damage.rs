@@ -78,15 +78,14 @@ pub fn check(store: &impl Store, unit: Unit, table: &str) {
     let whole = filter(1, None, None, None);
     let one_asset = filter(1, Some(2), None, None);
     let all_data = PageRequest::parse(&PaginationParams::default()).unwrap();
+    // The damaged segment is the party's first: the export fails before it starts, so that the
+    // server can still answer with an error status rather than cut a started answer.
+    let mut sink = super::Collect::default();
     let failed = match unit {
         // The whole export sends the lines as they are: checked by their checksum alone.
-        Unit::LedgerLines => store
-            .export_ledger(&whole, &mut super::Collect::default())
-            .map(drop),
+        Unit::LedgerLines => store.export_ledger(&whole, &mut sink).map(drop),
         // An export of one asset cuts the segment through its index.
-        Unit::LedgerIndex => store
-            .export_ledger(&one_asset, &mut super::Collect::default())
-            .map(drop),
+        Unit::LedgerIndex => store.export_ledger(&one_asset, &mut sink).map(drop),
         Unit::OracleData | Unit::OracleIndex => store.oracle_page(None, &all_data).map(drop),
     };
     let place = match failed {
@@ -103,6 +102,10 @@ pub fn check(store: &impl Store, unit: Unit, table: &str) {
         other => panic!("{unit:?}: expected Error::Corrupt, got {other:?}"),
     };
     assert_eq!(place.table, table, "{place}");
+    assert_eq!(
+        sink.started, 0,
+        "{unit:?}: the export started before its first segment was read"
+    );
     if matches!(unit, Unit::LedgerLines | Unit::LedgerIndex) {
         assert!(place.key.starts_with("party "), "{place}");
         if unit == Unit::LedgerIndex {
