@@ -45,6 +45,7 @@ use std::time::Duration;
 use postgres::{Client, Config, GenericClient, Statement};
 
 pub use ingest::PgWriter;
+pub use schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS};
 use storage::backend::Migrated;
 use storage::segment::{self, SegmentRef};
 use storage::{
@@ -61,6 +62,10 @@ pub struct PgConfig {
     /// How long a read waits for a pooled connection, and a new connection for the database,
     /// before it fails as [`Error::Unavailable`].
     pub wait: Duration,
+    /// The hash partitions of each table of segments that [`Backend::migrate`] makes, where
+    /// migration 8 partitions them (see [`PgStore::migrate_with`]); `None` makes
+    /// [`DEFAULT_PARTITIONS`] and accepts any count a database has already.
+    pub partitions: Option<u32>,
 }
 
 impl Default for PgConfig {
@@ -68,6 +73,7 @@ impl Default for PgConfig {
         Self {
             max_connections: 16,
             wait: Duration::from_secs(5),
+            partitions: None,
         }
     }
 }
@@ -122,8 +128,21 @@ impl PgStore {
     /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
     /// to every blob).
     pub fn migrate(url: &str) -> Result<Migrated, Error> {
+        Self::migrate_with(url, None)
+    }
+
+    /// [`PgStore::migrate`], making `partitions` hash partitions of each table of segments
+    /// where migration 8 partitions them (`server migrate --partitions N`); `None` makes
+    /// [`DEFAULT_PARTITIONS`]. A count other than the database's, once partitioned, is refused
+    /// with [`Incompatible::Partitioned`], and one above [`MAX_PARTITIONS`] or 0 with
+    /// [`Incompatible::PartitionCount`], the database left as it was.
+    pub fn migrate_with(url: &str, partitions: Option<u32>) -> Result<Migrated, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
-        schema::migrate(&mut manager.connect()?, Upgrade::Rows)
+        schema::migrate(
+            &mut manager.connect()?,
+            Upgrade::Rows,
+            &schema::Layout { partitions },
+        )
     }
 
     /// Migrates the database and opens its single writer, which holds the database's ingest
@@ -133,7 +152,11 @@ impl PgStore {
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;
-        schema::migrate(&mut client, Upgrade::Refuse)?;
+        schema::migrate(
+            &mut client,
+            Upgrade::Refuse,
+            &schema::Layout { partitions: None },
+        )?;
         PgWriter::new(client)
     }
 
@@ -302,7 +325,7 @@ impl Backend for PgBackend {
     }
 
     fn migrate(&self) -> Result<Migrated, Error> {
-        PgStore::migrate(&self.url)
+        PgStore::migrate_with(&self.url, self.config.partitions)
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod damage;
 mod fixtures;
+mod partitions;
 mod segments;
 
 use postgres::Client;
