@@ -357,6 +357,10 @@ pub(crate) struct PgConn {
     /// ever added), so an id read once holds for the connection's life; ids not found are not
     /// kept, as an ingest may add them.
     specs: HashMap<[u8; 32], i32>,
+    /// The partition of `oracle_segments` that holds each owner's segments, by owner (see
+    /// `oracle::partition`): the partition count is fixed when the table is partitioned, so an
+    /// owner found in one stays in it; owners without segments are not kept.
+    partitions: HashMap<i32, String>,
     /// Reads served; see [`PgStore::read`].
     served: u64,
     /// Set when the connection failed or was left mid-stream: the pool drops it.
@@ -441,6 +445,7 @@ impl r2d2::ManageConnection for Manager {
             client: self.config.connect(self.tls.clone())?,
             statements: HashMap::new(),
             specs: HashMap::new(),
+            partitions: HashMap::new(),
             served: 0,
             broken: false,
             tls: self.tls.clone(),

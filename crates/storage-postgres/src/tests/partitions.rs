@@ -5,7 +5,8 @@ use super::{TestDatabase, incompatible};
 use crate::schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
 use crate::segments::{LEDGER, ORACLE};
 use crate::{PgConfig, PgStore};
-use storage::Health as _;
+use oracle_core::PaginationParams;
+use storage::{Health as _, IngestBatch, suite};
 
 /// How many partitions each table of segments has, ledger's then oracle data's.
 pub(super) fn partitions(db: &TestDatabase) -> [i64; 2] {
@@ -73,4 +74,27 @@ fn a_count_out_of_range_is_refused_and_writes_nothing() {
         .unwrap()
         .get(0);
     assert_eq!(tables, 0);
+}
+
+#[test]
+fn a_page_reads_the_first_data_of_an_owner_it_found_empty_before() {
+    let Some(db) = TestDatabase::create("a_page_reads_the_first_data") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    // One connection, so that the second page is read where the first found no partition.
+    let config = PgConfig {
+        max_connections: 1,
+        ..PgConfig::default()
+    };
+    let store = PgStore::open(db.url(), config).unwrap();
+    let all = |store: &PgStore| suite::page(store, None, PaginationParams::default()).edges;
+    assert!(all(&store).is_empty());
+    let batch = IngestBatch {
+        oracle_rows: vec![suite::oracle_row("first", (1, 1, 1), &[1])],
+        ..IngestBatch::default()
+    };
+    suite::commit(&mut writer, &batch);
+    assert_eq!(all(&store).len(), 1);
+    assert_eq!(suite::spec_labels(&store, 1), "first");
 }
