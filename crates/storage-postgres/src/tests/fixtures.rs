@@ -154,6 +154,18 @@ fn a_database_of_schema_7_in_row_format_5_answers_as_it_did() {
     );
 }
 
+/// A database that this version wrote, partitioned (16 partitions, the default).
+#[test]
+fn a_database_of_schema_8_in_row_format_5_answers_as_it_did() {
+    let test = "a_database_of_schema_8_in_row_format_5";
+    let Some(db) = load(test, "schema8-format5.pg.sql") else {
+        return;
+    };
+    assert_eq!(partitions(&db), [16, 16]);
+    drop(db);
+    answers_as_it_did(test, "schema8-format5.pg.sql", "format4.answers");
+}
+
 /// Migration 8 moves every segment of a database of schema 7 into the partitions asked for,
 /// each stored row as it was, and the database answers as it did.
 #[test]
