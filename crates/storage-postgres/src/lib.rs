@@ -15,7 +15,10 @@
 //! about 16 KiB of JSON a segment, found by its last key (ascending pages) or its first
 //! (descending pages), so a page is one keyset range scan that returns only the segments holding
 //! its rows and never an `OFFSET` (`oracle.rs`). `blocks` records each block by (height,
-//! `seq_base`) with its hash, and `schema_info` the chain id. `query_plans.rs` pins the plans.
+//! `seq_base`) with its hash, and `schema_info` the chain id. From schema 8 both tables of
+//! segments are hash-partitioned by owner (`DEFAULT_PARTITIONS` each, or as `server migrate
+//! --partitions` chose), so every read and write touches its owners' partitions alone; a page
+//! reads its spec's partition by name. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
 //! `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a hot

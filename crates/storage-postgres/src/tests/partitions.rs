@@ -1,7 +1,7 @@
 //! Migration 8: the tables of segments hash-partitioned by owner, into as many partitions as
 //! the operator asked for once (`server migrate --partitions N`), or [`DEFAULT_PARTITIONS`].
 
-use super::{TestDatabase, incompatible};
+use super::{TestDatabase, incompatible, tables};
 use crate::schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
 use crate::segments::{LEDGER, ORACLE};
 use crate::{PgConfig, PgStore};
@@ -65,15 +65,7 @@ fn a_count_out_of_range_is_refused_and_writes_nothing() {
             &format!("cannot make {asked} partitions: the count must be between 1 and 1024"),
         );
     }
-    let tables: i64 = db
-        .client()
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(tables, 0);
+    assert_eq!(tables(&db), 0);
 }
 
 #[test]
