@@ -13,9 +13,24 @@ pub struct DbArgs {
     db: Option<String>,
 }
 
+/// Flags of `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// PostgreSQL only: the hash partitions of each table of segments, made once, when the
+    /// schema is created or reaches version 8 (a database partitioned already keeps its count,
+    /// and another is refused); 1 to 1024 [default: 16].
+    #[arg(long, value_name = "N")]
+    partitions: Option<u32>,
+}
+
 /// `migrate`: creates or upgrades the schema, then says what it did.
-pub fn migrate(args: DbArgs) -> Result<()> {
-    let db = backend::backend(args.db.as_deref())?;
+pub fn migrate(args: MigrateArgs) -> Result<()> {
+    let db = match args.partitions {
+        Some(partitions) => backend::partitioned(args.db.db.as_deref(), partitions)?,
+        None => backend::backend(args.db.db.as_deref())?,
+    };
     let done = backend::migrate(&*db)?;
     println!("{}: {done}", db.describe());
     Ok(())

@@ -23,7 +23,7 @@ pub const DEFAULT_DB: &str = "datanode.sqlite";
 /// The database `--db` names, or the default SQLite file: the one choice of backend.
 pub fn backend(db: Option<&str>) -> Result<Box<dyn Backend>> {
     match db {
-        Some(url) if is_url(url) => postgres(url),
+        Some(url) if is_url(url) => postgres(url, None),
         path => Ok(Box::new(SqliteBackend {
             path: PathBuf::from(path.unwrap_or(DEFAULT_DB)),
             config: SqliteConfig::default(),
@@ -31,18 +31,33 @@ pub fn backend(db: Option<&str>) -> Result<Box<dyn Backend>> {
     }
 }
 
-/// A PostgreSQL database.
+/// The PostgreSQL database `--db` names, whose `migrate` makes `partitions` hash partitions of
+/// each table of segments (`server migrate --partitions`): SQLite has no partitions.
+pub fn partitioned(db: Option<&str>, partitions: u32) -> Result<Box<dyn Backend>> {
+    match db {
+        Some(url) if is_url(url) => postgres(url, Some(partitions)),
+        _ => anyhow::bail!(
+            "--partitions applies to PostgreSQL databases only (--db postgres://…): SQLite's \
+             tables are not partitioned"
+        ),
+    }
+}
+
+/// A PostgreSQL database, and the partitions its `migrate` makes.
 #[cfg(feature = "postgres")]
-fn postgres(url: &str) -> Result<Box<dyn Backend>> {
+fn postgres(url: &str, partitions: Option<u32>) -> Result<Box<dyn Backend>> {
     Ok(Box::new(storage_postgres::PgBackend {
         url: url.to_owned(),
-        config: storage_postgres::PgConfig::default(),
+        config: storage_postgres::PgConfig {
+            partitions,
+            ..Default::default()
+        },
     }))
 }
 
 /// The refusal of a PostgreSQL URL by a build without the backend.
 #[cfg(not(feature = "postgres"))]
-fn postgres(url: &str) -> Result<Box<dyn Backend>> {
+fn postgres(url: &str, _: Option<u32>) -> Result<Box<dyn Backend>> {
     anyhow::bail!(
         "{}: this build has no PostgreSQL support: build the server with the postgres feature",
         storage::redact(url)

@@ -78,8 +78,9 @@ enum Command {
     /// Create or upgrade the schema of a database (safe when several run at once). `ingest`
     /// does this by itself, and so does opening an SQLite file (`serve`, `check`), but for
     /// rows of an older row format: only `migrate` upgrades them (row format 4 to 5 adds a
-    /// checksum to every stored blob). `serve` never changes a PostgreSQL database.
-    Migrate(admin::DbArgs),
+    /// checksum to every stored blob). `serve` never changes a PostgreSQL database. On
+    /// PostgreSQL, run it before the first ingest to choose the partition count.
+    Migrate(admin::MigrateArgs),
     /// Check that a database can be served: schema version, row format, and a read through
     /// the oracle data and one party's export; with --deep, every stored unit verified.
     Check(admin::CheckArgs),

@@ -34,11 +34,30 @@ fn every_command_has_help_with_defaults() {
         (&["ingest", "--help"][..], "vega-buffer"),
         (&["generate", "--help"][..], "[default: 42]"),
         (&["generate", "--help"][..], "[default: vega-mainnet-0011]"),
+        (&["migrate", "--help"][..], "--partitions <N>"),
     ] {
         let output = run_ok(server().args(args));
         let text = String::from_utf8(output.stdout).unwrap();
         assert!(text.contains(expected), "{args:?}: {text}");
     }
+}
+
+#[test]
+fn partitions_are_refused_for_sqlite_which_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let output = server()
+        .args(["migrate", "--partitions", "4", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        text.contains("--partitions applies to PostgreSQL databases only"),
+        "{text}"
+    );
+    assert!(!db.exists());
 }
 
 fn generate(dir: &Path, blocks: &str) -> std::path::PathBuf {

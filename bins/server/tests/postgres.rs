@@ -143,6 +143,48 @@ fn serve_refuses_an_unmigrated_database_and_concurrent_migrations_succeed() {
     assert!(ok(server().args(["check", "--db", db.url()])).contains("ok:"));
 }
 
+/// How many partitions `ledger_segments` of `db` has.
+fn partitions(db: &TestDatabase) -> i64 {
+    db.client()
+        .query_one(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'ledger_segments'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn migrate_makes_the_partitions_asked_for_once() {
+    let Some(db) = TestDatabase::create("migrate_makes_the_partitions_asked_for") else {
+        return;
+    };
+    let migrate = |partitions: &str| {
+        output(server().args(["migrate", "--db", db.url(), "--partitions", partitions]))
+    };
+    for refused in ["0", "1025"] {
+        let (success, text) = migrate(refused);
+        assert!(!success);
+        assert!(
+            text.contains("the count must be between 1 and 1024"),
+            "{text}"
+        );
+    }
+    let (success, text) = migrate("5");
+    assert!(success, "{text}");
+    assert!(
+        text.contains("schema migrated from version 0 to 8"),
+        "{text}"
+    );
+    assert_eq!(partitions(&db), 5);
+    let (success, text) = migrate("6");
+    assert!(!success);
+    assert!(text.contains("partitioned into 5 already"), "{text}");
+    assert!(migrate("5").1.contains("up to date"));
+    assert!(ok(server().args(["migrate", "--db", db.url()])).contains("up to date"));
+    assert_eq!(partitions(&db), 5);
+}
+
 #[test]
 fn one_chain_per_database_without_holes_and_check_names_them() {
     let Some(db) = TestDatabase::create("one_chain_without_holes") else {

@@ -15,7 +15,10 @@
 //! about 16 KiB of JSON a segment, found by its last key (ascending pages) or its first
 //! (descending pages), so a page is one keyset range scan that returns only the segments holding
 //! its rows and never an `OFFSET` (`oracle.rs`). `blocks` records each block by (height,
-//! `seq_base`) with its hash, and `schema_info` the chain id. `query_plans.rs` pins the plans.
+//! `seq_base`) with its hash, and `schema_info` the chain id. From schema 8 both tables of
+//! segments are hash-partitioned by owner (`DEFAULT_PARTITIONS` each, or as `server migrate
+//! --partitions` chose), so every read and write touches its owners' partitions alone; a page
+//! reads its spec's partition by name. `query_plans.rs` pins the plans.
 //!
 //! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
 //! `REPEATABLE READ READ ONLY` transactions (an export one per chunk of segments), so they work with a read-only role and on a hot
@@ -45,6 +48,7 @@ use std::time::Duration;
 use postgres::{Client, Config, GenericClient, Statement};
 
 pub use ingest::PgWriter;
+pub use schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS};
 use storage::backend::Migrated;
 use storage::segment::{self, SegmentRef};
 use storage::{
@@ -67,6 +71,10 @@ pub struct PgConfig {
     /// holds them in memory, compressed, and its snapshot lasts as long as the database takes
     /// to send them, whatever the client's speed (see `export.rs`).
     pub export_chunk_segments: usize,
+    /// The hash partitions of each table of segments that [`Backend::migrate`] makes, where
+    /// migration 8 partitions them (see [`PgStore::migrate_with`]); `None` makes
+    /// [`DEFAULT_PARTITIONS`] and accepts any count a database has already.
+    pub partitions: Option<u32>,
 }
 
 impl Default for PgConfig {
@@ -75,6 +83,7 @@ impl Default for PgConfig {
             max_connections: 16,
             wait: Duration::from_secs(5),
             export_chunk_segments: 32,
+            partitions: None,
         }
     }
 }
@@ -140,21 +149,38 @@ impl PgStore {
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
     /// once: they take turns under an advisory lock. Rows of the
-    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
+    /// [`UPGRADABLE_FORMAT`](storage::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
     /// to every blob).
     pub fn migrate(url: &str) -> Result<Migrated, Error> {
+        Self::migrate_with(url, None)
+    }
+
+    /// [`PgStore::migrate`], making `partitions` hash partitions of each table of segments
+    /// where migration 8 partitions them (`server migrate --partitions N`); `None` makes
+    /// [`DEFAULT_PARTITIONS`]. A count other than the database's, once partitioned, is refused
+    /// with [`Incompatible::Partitioned`], and one above [`MAX_PARTITIONS`] or 0 with
+    /// [`Incompatible::PartitionCount`], the database left as it was.
+    pub fn migrate_with(url: &str, partitions: Option<u32>) -> Result<Migrated, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
-        schema::migrate(&mut manager.connect()?, Upgrade::Rows)
+        schema::migrate(
+            &mut manager.connect()?,
+            Upgrade::Rows,
+            &schema::Layout { partitions },
+        )
     }
 
     /// Migrates the database and opens its single writer, which holds the database's ingest
     /// lock until it is dropped: a second writer is refused with [`Error::Busy`]. Rows of the
-    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are refused untouched, the message naming
+    /// [`UPGRADABLE_FORMAT`](storage::UPGRADABLE_FORMAT) are refused untouched, the message naming
     /// `server migrate`: only [`PgStore::migrate`] upgrades them.
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;
-        schema::migrate(&mut client, Upgrade::Refuse)?;
+        schema::migrate(
+            &mut client,
+            Upgrade::Refuse,
+            &schema::Layout { partitions: None },
+        )?;
         PgWriter::new(client)
     }
 
@@ -325,7 +351,7 @@ impl Backend for PgBackend {
     }
 
     fn migrate(&self) -> Result<Migrated, Error> {
-        PgStore::migrate(&self.url)
+        PgStore::migrate_with(&self.url, self.config.partitions)
     }
 
     fn backup(&self, _out: &std::path::Path) -> Result<ChainState, Error> {
@@ -361,6 +387,10 @@ pub(crate) struct PgConn {
     /// ever added), so an id read once holds for the connection's life; ids not found are not
     /// kept, as an ingest may add them.
     specs: HashMap<[u8; 32], i32>,
+    /// The partition of `oracle_segments` that holds each owner's segments, by owner (see
+    /// `oracle::partition`): the partition count is fixed when the table is partitioned, so an
+    /// owner found in one stays in it; owners without segments are not kept.
+    partitions: HashMap<i32, String>,
     /// Reads served; see [`PgStore::read`].
     served: u64,
     /// Set when the connection failed or was left mid-stream: the pool drops it.
@@ -443,6 +473,7 @@ impl r2d2::ManageConnection for Manager {
             client: self.config.connect(self.tls.clone())?,
             statements: HashMap::new(),
             specs: HashMap::new(),
+            partitions: HashMap::new(),
             served: 0,
             broken: false,
         })

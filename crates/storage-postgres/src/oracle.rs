@@ -22,6 +22,13 @@ const FIRST_SEGMENTS: i64 = 8;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
+/// The partition that holds an owner's segments, found through its first (pruned to that
+/// partition, `query_plans.rs` pins it): in key order, so that it is the first entry of an
+/// index scan, never a bitmap of all the owner's segments.
+pub(crate) const PARTITION_SQL: &str = "SELECT s.tableoid::regclass::text \
+     FROM oracle_segments s WHERE s.spec = $1 \
+     ORDER BY s.last_time, s.last_block, s.last_seq, s.last_idx LIMIT 1";
+
 impl OracleStore for PgStore {
     fn oracle_page(
         &self,
@@ -32,7 +39,7 @@ impl OracleStore for PgStore {
     }
 
     /// From memory: moved on by the thread that listens for the writer's announcements of
-    /// its commits and polls the tip once per [`CHAIN_TIP_LAG`](crate::CHAIN_TIP_LAG) (see
+    /// its commits and polls the tip once per [`CHAIN_TIP_LAG`](storage::CHAIN_TIP_LAG) (see
     /// `tip.rs`), together with the chain tip.
     fn data_version(&self) -> Result<Option<u64>, Error> {
         Ok(self.tip.version())
@@ -57,19 +64,34 @@ fn page(
             None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
         },
     };
+    // An owner without segments has an empty listing.
+    let Some(table) = partition(conn, owner)? else {
+        return Ok(OraclePage::assemble(request, Vec::new(), false));
+    };
     let main = request.main_scan();
     let (client, mut statements) = conn.autocommit();
-    if let Some(rows) = scan(client, &mut statements, owner, &main, true)?
+    if let Some(rows) = scan(client, &mut statements, (owner, &table), &main, true)?
         && request.boundary_scan(&positions(&rows)).is_none()
     {
         return Ok(OraclePage::assemble(request, rows, false));
     }
     let (mut tx, mut statements) = conn.snapshot()?;
-    let rows = scanned(scan(&mut tx, &mut statements, owner, &main, false)?)?;
+    let rows = scanned(scan(
+        &mut tx,
+        &mut statements,
+        (owner, &table),
+        &main,
+        false,
+    )?)?;
     let boundary_exists = match request.boundary_scan(&positions(&rows)) {
-        Some(boundary) => {
-            !scanned(scan(&mut tx, &mut statements, owner, &boundary, false)?)?.is_empty()
-        }
+        Some(boundary) => !scanned(scan(
+            &mut tx,
+            &mut statements,
+            (owner, &table),
+            &boundary,
+            false,
+        )?)?
+        .is_empty(),
         None => false,
     };
     tx.commit().map_err(map_err)?;
@@ -79,6 +101,25 @@ fn page(
 /// The rows of a scan allowed as many statements as it needs.
 fn scanned(rows: Option<Rows>) -> Result<Rows, Error> {
     rows.ok_or_else(|| Bug::ScanStopped.into())
+}
+
+/// The partition of `oracle_segments` that holds `owner`'s segments, from the connection's cache
+/// or the database; `None` while it has none. A page reads that partition by name: through the
+/// partitioned table, the executor would take a lock on every partition and prune all but one
+/// at each page's start, which cost a page about a third more of PostgreSQL's time than a scan
+/// of the partition itself (docs/PERFORMANCE.md, "Partitions").
+fn partition(conn: &mut PgConn, owner: i32) -> Result<Option<String>, Error> {
+    if let Some(table) = conn.partitions.get(&owner) {
+        return Ok(Some(table.clone()));
+    }
+    let (client, mut statements) = conn.autocommit();
+    let statement = statements.get(client, PARTITION_SQL)?;
+    let row = client.query_opt(&statement, &[&owner]).map_err(map_err)?;
+    let table = row.map(|row| row.get::<_, String>(0));
+    if let Some(table) = &table {
+        conn.partitions.insert(owner, table.clone());
+    }
+    Ok(table)
 }
 
 /// The dictionary key of a spec, from the connection's cache or the database.
@@ -124,13 +165,14 @@ pub(crate) struct SegmentScan {
 }
 
 impl SegmentScan {
-    /// The SQL: `$1` the spec's key, `$2` the most segments to look at, `$3` how many data are
-    /// asked for, then the anchor when `anchored`. Of the segments looked at, in scan order, it
+    /// The SQL on `table`, the owner's partition of `oracle_segments` (a page reads it by name,
+    /// see [`partition`]): `$1` the spec's key, `$2` the most segments to look at, `$3` how many
+    /// data are asked for, then the anchor when `anchored`. Of the segments looked at, in scan order, it
     /// returns those before the data asked for are counted (by the segments' `lines`): each
     /// row is a segment's lines and index. A range scan of an index in its order
     /// (`query_plans.rs` pins them) that reads no more than `$2` segments' rows and fetches the
     /// blobs only of those it returns.
-    pub(crate) fn sql(self) -> String {
+    pub(crate) fn sql(self, table: &str) -> String {
         let (end, dir) = if self.descending {
             ("first", "DESC")
         } else {
@@ -161,7 +203,7 @@ impl SegmentScan {
             "SELECT t.json, t.keys, t.last_time, t.last_block, t.last_seq, t.last_idx FROM (\
              SELECT s.json, s.keys, s.last_time, s.last_block, s.last_seq, s.last_idx, \
              sum(s.lines) OVER w{first} AS upto, s.lines FROM (\
-             SELECT * FROM oracle_segments s WHERE s.spec = $1{range} ORDER BY {order} \
+             SELECT * FROM {table} s WHERE s.spec = $1{range} ORDER BY {order} \
              LIMIT $2) s WINDOW w AS (ORDER BY {order} ROWS UNBOUNDED PRECEDING)) t \
              WHERE t.upto - t.lines < $3"
         )
@@ -169,12 +211,13 @@ impl SegmentScan {
 }
 
 /// One scan of a page, on the connection or inside its transaction: the data beyond the
-/// anchor in scan direction, up to the limit, read from as many segments as they span. With
-/// `once`, a scan that would need a second statement returns `None` instead.
+/// anchor in scan direction, up to the limit, read from as many segments as they span, of the
+/// owner in its partition `table`. With `once`, a scan that would need a second statement
+/// returns `None` instead.
 fn scan(
     client: &mut impl GenericClient,
     statements: &mut Statements<'_>,
-    owner: i32,
+    (owner, table): (i32, &str),
     scan: &Scan,
     once: bool,
 ) -> Result<Option<Rows>, Error> {
@@ -204,7 +247,7 @@ fn scan(
     let mut count = FIRST_SEGMENTS;
     let (mut json, mut keys) = (Vec::new(), Vec::new());
     loop {
-        let statement = statements.get(client, &next.sql())?;
+        let statement = statements.get(client, &next.sql(table))?;
         let need = i64::try_from(scan.limit - rows.len()).unwrap_or(i64::MAX);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&owner, &count, &need];
         if let Some((time, block, seq, _)) = &from {

@@ -1,35 +1,78 @@
 //! The query plans of the hot scans, pinned: each read must be an ordered range scan of a
-//! primary key index, with no sequential scan and no sort step. The plans are taken on filled
-//! and analysed tables, as the planner sees a real store.
+//! primary key index, with no sequential scan and no sort step, in the one partition of the
+//! owner it names (schema 8: the tables of segments are hash-partitioned by owner). The plans
+//! are taken on filled and analysed tables, as the planner sees a real store.
 
-use super::PgStore;
 use super::export::{Chunk, EXPORT_PLANNER, Scan};
-use super::oracle::SegmentScan;
-use super::segments::{LEDGER, ORACLE, Table};
+use super::oracle::{PARTITION_SQL, SegmentScan};
+use super::segments::{LEDGER, ORACLE, Table, WRITER_PLANNER};
+use super::{DEFAULT_PARTITIONS, PgStore};
 use storage::{IngestBatch, IngestWriter, suite};
 use testdb::TestDatabase;
 
-/// The plan of `sql` with its parameters typed as they are bound.
-fn plan(client: &mut postgres::Client, sql: &str, types: &str) -> String {
-    client
-        .batch_execute(&format!("DEALLOCATE ALL; PREPARE q ({types}) AS {sql}"))
+/// The plan of `sql` with its parameters typed as they are bound, run on `args` (SQL values)
+/// inside a transaction that is rolled back, under the session's settings: a generic plan, the one a prepared statement
+/// settles on whatever the values, with what ran of it. A subplan that never ran (a partition
+/// pruned at run time) is left out, and so is the list of a `DELETE`'s target partitions
+/// (each opened only when a row is deleted from it); the row counts are dropped.
+fn plan(client: &mut postgres::Client, sql: &str, types: &str, args: &str) -> String {
+    let mut tx = client.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "SET LOCAL plan_cache_mode = force_generic_plan; DEALLOCATE ALL; \
+         PREPARE q ({types}) AS {sql}"
+    ))
+    .unwrap();
+    let rows = tx
+        .query(
+            &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE q ({args})"),
+            &[],
+        )
         .unwrap();
-    // A generic plan: the one a prepared statement settles on, whatever the values.
-    client
-        .batch_execute("SET plan_cache_mode = force_generic_plan")
-        .unwrap();
-    let args = types
-        .split(',')
-        .map(|_| "NULL")
-        .collect::<Vec<_>>()
-        .join(", ");
-    let rows = client
-        .query(&format!("EXPLAIN (COSTS OFF) EXECUTE q ({args})"), &[])
-        .unwrap();
-    rows.iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut kept = Vec::new();
+    // The indentation of a subplan that never ran, while its lines are skipped.
+    let mut skipping: Option<usize> = None;
+    for row in &rows {
+        let line: String = row.get(0);
+        let indent = line.len() - line.trim_start().len();
+        if skipping.is_some_and(|at| indent > at) {
+            continue;
+        }
+        skipping = None;
+        if line.ends_with(" (never executed)") {
+            skipping = Some(indent);
+            continue;
+        }
+        if line.starts_with("  Delete on ") || line.trim_start().starts_with("Rows Removed") {
+            continue;
+        }
+        let line = match line.find(" (actual rows=") {
+            Some(at) => &line[..at],
+            None => &line,
+        };
+        kept.push(
+            line.split(' ')
+                .map(unnumbered)
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
+    tx.rollback().unwrap();
+    kept.join("\n")
+}
+
+/// `word` of a plan without the number the planner gives each alias of a partitioned table
+/// (`s_6`, `s_18.last_time`), which only counts the partitions before it.
+fn unnumbered(word: &str) -> String {
+    let Some(rest) = word.strip_prefix("s_") else {
+        return word.to_owned();
+    };
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    if digits == 0 {
+        return word.to_owned();
+    }
+    format!("s{}", &rest[digits..])
 }
 
 /// The plan of an export's query, under the export's planner settings.
@@ -43,6 +86,22 @@ fn export_plan(client: &mut postgres::Client, sql: &str) -> String {
         .map(|row| row.get::<_, String>(0))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The partition of `table` that holds the rows of `owner`.
+fn partition(client: &mut postgres::Client, table: &Table, owner: i32) -> String {
+    let Table {
+        name,
+        owner: column,
+        ..
+    } = table;
+    client
+        .query_one(
+            &format!("SELECT tableoid::regclass::text FROM {name} WHERE {column} = $1 LIMIT 1"),
+            &[&owner],
+        )
+        .unwrap()
+        .get(0)
 }
 
 #[test]
@@ -68,6 +127,8 @@ fn scans_are_primary_key_range_scans() {
     }
     writer.commit(&batch).unwrap();
     let mut client = db.client();
+    let mut writer_client = db.client();
+    writer_client.batch_execute(WRITER_PLANNER).unwrap();
     // As many segments as 5 GB of lines make, over 100 parties (their bytes do not matter).
     client
         .batch_execute(
@@ -94,80 +155,138 @@ fn scans_are_primary_key_range_scans() {
             segments: 32,
         })
     };
-    // An export: one ordered range scan of the party's segments from the window's start; the
+    // An export: one ordered range scan of the party's segments from the window's start, in
+    // its partition alone (pruned as the statement is planned: it names the party); the
     // filter only stops it reading segments that begin after the window.
+    let part = partition(&mut client, &LEDGER, 1000);
     let whole = export_plan(&mut client, &scan(None, 0, i64::MAX, None));
     assert_eq!(
         whole,
-        "Limit\n  \
-         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
-         Index Cond: ((party = 1000) AND (last_time >= 0))\n        \
-         Filter: (first_time <= '9223372036854775807'::bigint)"
+        format!(
+            "Limit\n  \
+             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
+             Index Cond: ((party = 1000) AND (last_time >= 0))\n        \
+             Filter: (first_time <= '9223372036854775807'::bigint)"
+        )
     );
     let one = export_plan(&mut client, &scan(Some(2), 5, 100, None));
     assert_eq!(
         one,
-        "Limit\n  \
-         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
-         Index Cond: ((party = 1000) AND (last_time >= 5))\n        \
-         Filter: (first_time <= 100)"
+        format!(
+            "Limit\n  \
+             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
+             Index Cond: ((party = 1000) AND (last_time >= 5))\n        \
+             Filter: (first_time <= 100)"
+        )
     );
     // A later chunk goes on from the last segment read, along the same index.
     let next = export_plan(&mut client, &scan(None, 0, 100, Some((7, 8, 9, 10))));
     assert_eq!(
         next,
-        "Limit\n  \
-         ->  Index Scan using ledger_segments_pkey on ledger_segments\n        \
-         Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n        \
-         Filter: (first_time <= 100)"
+        format!(
+            "Limit\n  \
+             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
+             Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n        \
+             Filter: (first_time <= 100)"
+        )
     );
-    // An ingest's reads and deletes: a range scan or a seek per owner, never a pass over the
-    // table.
-    for Table { name, owner, .. } in [&LEDGER, &ORACLE] {
-        let table = if *name == "ledger_segments" {
-            &LEDGER
-        } else {
-            &ORACLE
-        };
+    // An ingest's reads and deletes, for a batch of two owners in two partitions: a range scan
+    // or a seek per owner in its partition alone (pruned at run time, per owner), never a
+    // pass over a table nor a visit to every partition.
+    for table in [&LEDGER, &ORACLE] {
+        let Table { name, owner, .. } = table;
+        let other = (1001..1100)
+            .find(|other| {
+                partition(&mut client, table, *other) != partition(&mut client, table, 1000)
+            })
+            .unwrap();
+        let mut parts = [1000, other].map(|owner| partition(&mut client, table, owner));
+        parts.sort_by_key(|part| part[name.len() + 1..].parse::<u32>().unwrap());
         let touched = plan(
-            &mut client,
+            &mut writer_client,
             &table.touched_sql(),
             "int[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea",
+            &format!(
+                "'{{1000,{other}}}', '{{5,5}}', '{{5,5}}', '{{0,0}}', '{{0,0}}', '{{9,9}}', \
+                 '\\x00000000'"
+            ),
         );
+        let scans: String = parts
+            .iter()
+            .map(|part| {
+                format!(
+                    "\n              ->  Index Scan using {part}_pkey on {part} s\n                    \
+                     Index Cond: (({owner} = b.owner) AND (ROW(last_time, last_block, last_seq, \
+                     last_idx) >= ROW(b.\"time\", b.block, b.seq, b.idx)))\n                    \
+                     Filter: ((first_time + 0) <= b.high)"
+                )
+            })
+            .collect();
+        let tails: String = parts
+            .iter()
+            .map(|part| {
+                format!(
+                    "\n                          ->  Index Scan Backward using {part}_pkey on {part} s\
+                     \n                                Index Cond: ({owner} = b.owner)"
+                )
+            })
+            .collect();
         assert_eq!(
             touched,
             format!(
                 "Nested Loop\n  \
                  ->  Function Scan on b\n  \
                  ->  Append\n        \
-                 ->  Index Scan using {name}_pkey on {name} s_1\n              \
-                 Index Cond: (({owner} = b.owner) AND (ROW(last_time, last_block, last_seq, last_idx) \
-                 >= ROW(b.\"time\", b.block, b.seq, b.idx)))\n              \
-                 Filter: (first_time <= b.high)\n        \
+                 ->  Append{scans}\n        \
                  ->  Subquery Scan on tail\n              \
                  ->  Limit\n                    \
-                 ->  Index Scan Backward using {name}_pkey on {name} s_2\n                          \
-                 Index Cond: ({owner} = b.owner)"
+                 ->  Merge Append\n                          \
+                 Sort Key: s.last_time DESC, s.last_block DESC, s.last_seq DESC, s.last_idx DESC\
+                 {tails}"
             )
         );
         let delete = plan(
-            &mut client,
+            &mut writer_client,
             &table.delete_sql(),
             "int[], bigint[], bigint[], bigint[], bigint[]",
+            &format!("'{{1000,{other}}}', '{{5,5}}', '{{5,5}}', '{{0,0}}', '{{0,0}}'"),
         );
+        let seeks: String = parts
+            .iter()
+            .map(|part| {
+                format!(
+                    "\n              ->  Index Scan using {part}_pkey on {part} s\n                    \
+                     Index Cond: (({owner} = d.owner) AND (last_time = d.\"time\") AND \
+                     (last_block = d.block) AND (last_seq = d.seq) AND (last_idx = d.idx))"
+                )
+            })
+            .collect();
         assert_eq!(
             delete,
             format!(
                 "Delete on {name} s\n  \
                  ->  Nested Loop\n        \
                  ->  Function Scan on d\n        \
-                 ->  Index Scan using {name}_pkey on {name} s\n              \
-                 Index Cond: (({owner} = d.owner) AND (last_time = d.\"time\") AND (last_block = d.block) \
-                 AND (last_seq = d.seq) AND (last_idx = d.idx))"
+                 ->  Append{seeks}"
             )
         );
     }
-    // A page's statements: ordered range scans of one spec's segments, at most $2 of them
+    // A page finds its spec's partition once per connection, through one of its segments (the
+    // statement pruned to that partition as its executor starts)...
+    let removed = DEFAULT_PARTITIONS - 1;
+    let part = partition(&mut client, &ORACLE, 1000);
+    assert_eq!(
+        plan(&mut client, PARTITION_SQL, "int", "1000"),
+        format!(
+            "Limit\n  \
+             ->  Merge Append\n        \
+             Sort Key: s.last_time, s.last_block, s.last_seq, s.last_idx\n        \
+             Subplans Removed: {removed}\n        \
+             ->  Index Scan using {part}_pkey on {part} s\n              \
+             Index Cond: (spec = $1)"
+        )
+    );
+    // ... then reads it by name: ordered range scans of one spec's segments, at most $2 of them
     // read, the blobs fetched only of those kept. Ascending by the last key, descending by the
     // first.
     for descending in [false, true] {
@@ -179,16 +298,24 @@ fn scans_are_primary_key_range_scans() {
                     inclusive,
                     cut_first: anchored,
                 };
-                let types = if anchored {
-                    "int, bigint, bigint, bigint, bigint, bigint"
+                let (types, args) = if anchored {
+                    (
+                        "int, bigint, bigint, bigint, bigint, bigint",
+                        "1000, 3, 100, 50, 50, 0",
+                    )
                 } else {
-                    "int, bigint, bigint"
+                    ("int, bigint, bigint", "1000, 3, 100")
                 };
-                let (end, index, dir, cmp) = match (descending, inclusive) {
-                    (true, true) => ("first", "oracle_segments_first", " Backward", "<="),
-                    (true, false) => ("first", "oracle_segments_first", " Backward", "<"),
-                    (false, true) => ("last", "oracle_segments_pkey", "", ">="),
-                    (false, false) => ("last", "oracle_segments_pkey", "", ">"),
+                let (end, dir, cmp) = match (descending, inclusive) {
+                    (true, true) => ("first", " Backward", "<="),
+                    (true, false) => ("first", " Backward", "<"),
+                    (false, true) => ("last", "", ">="),
+                    (false, false) => ("last", "", ">"),
+                };
+                let index = if descending {
+                    format!("{part}_first")
+                } else {
+                    format!("{part}_pkey")
                 };
                 let cond = if anchored {
                     format!(
@@ -199,14 +326,14 @@ fn scans_are_primary_key_range_scans() {
                     "(spec = $1)".to_owned()
                 };
                 assert_eq!(
-                    plan(&mut client, &scan.sql(), types),
+                    plan(&mut client, &scan.sql(&part), types, args),
                     format!(
                         "Subquery Scan on t\n  \
                          Filter: ((t.upto - t.lines) < $3)\n  \
                          ->  WindowAgg\n        \
                          ->  Subquery Scan on s\n              \
                          ->  Limit\n                    \
-                         ->  Index Scan{dir} using {index} on oracle_segments s_1\n                          \
+                         ->  Index Scan{dir} using {index} on {part} s\n                          \
                          Index Cond: {cond}"
                     ),
                     "{scan:?}"

@@ -25,8 +25,29 @@ pub(super) const CREATED_BY: &str = "vega-datanode-lite";
 /// The advisory lock key that migrations take (`pg_advisory_xact_lock`).
 const MIGRATE_LOCK: i64 = 0x7665_6761_6d69_6772; // "vegamigr"
 
-/// A migration's step in Rust, run inside its transaction.
-type Step = fn(&mut Transaction<'_>) -> Result<(), Error>;
+/// A migration's step in Rust, run inside its transaction, given the layout asked for.
+type Step = fn(&mut Transaction<'_>, &Layout) -> Result<(), Error>;
+
+/// How many hash partitions migration 8 makes of each table of segments when the operator
+/// chooses none: 16 keeps each partition's index and heap a sixteenth of the table's (a
+/// hundred times the standard dataset is about six hundred thousand segments of the ledger, well
+/// under a gigabyte of index), while a statement that is not pruned to one partition, were one
+/// written, would open only 16. The count is chosen once, before the first migration
+/// (`server migrate --partitions N`): changing it means moving every row, which no migration
+/// does.
+pub const DEFAULT_PARTITIONS: u32 = 16;
+
+/// The most partitions `server migrate --partitions` makes: beyond a thousand, planning and
+/// locking of statements not pruned at plan time cost more than their scans.
+pub const MAX_PARTITIONS: u32 = 1024;
+
+/// The layout a migration makes, as the operator asked for it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Layout {
+    /// The hash partitions of each table of segments (migration 8); `None`: as the database
+    /// has them, or [`DEFAULT_PARTITIONS`] where migration 8 makes them.
+    pub partitions: Option<u32>,
+}
 
 /// A schema migration: SQL, then for some a step in Rust that moves rows into a new layout.
 pub(super) struct Migration {
@@ -189,7 +210,19 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: "",
         then: Some(add_checksums),
     },
+    // 8 (PostgreSQL only: SQLite stays at 7): both tables of segments hash-partitioned by
+    // owner, the ledger's by party and the oracle data's by spec, into [`Layout::partitions`]
+    // each, their rows moved by `partition`. Every statement names one owner (or, in the
+    // writer's, one owner per row of its `unnest`), so each is pruned to one partition, and no
+    // index grows with the whole table. The stored bytes are unchanged.
+    Migration {
+        sql: "",
+        then: Some(partition),
+    },
 ];
+
+/// The schema version from which the tables of segments are partitioned (migration 8).
+const PARTITIONED: u32 = 8;
 
 /// Segments rewritten per fetch by [`add_checksums`]: a few megabytes of ledger blobs.
 const CHECKSUM_ROWS: i32 = 64;
@@ -199,7 +232,7 @@ const CHECKSUM_ROWS: i32 = 64;
 /// place by its primary key, and the database labelled format 5. A database labelled with
 /// another format holds no blob of format 4: none at all (it is new), or only blobs that an
 /// earlier migration of this run wrote (migration 5 packs as today's writer does).
-fn add_checksums(tx: &mut Transaction<'_>) -> Result<(), Error> {
+fn add_checksums(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
     if row_format(tx)? != UPGRADABLE_FORMAT.to_string() {
         return Ok(());
     }
@@ -249,7 +282,7 @@ const MOVE_ROWS: i32 = 50_000;
 /// Migration 5's step: the rows of `oracle_data` and `oracle_spec_data`, read in key order a
 /// batch at a time, laid into `oracle_segments` as the writer lays a batch, then the two tables
 /// dropped.
-fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
+fn oracle_into_segments(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
     let mut statements = segments::Statements::prepare(tx, &ORACLE)?;
     for sql in [
         format!(
@@ -287,8 +320,89 @@ fn oracle_into_segments(tx: &mut Transaction<'_>) -> Result<(), Error> {
         .map_err(map_err)
 }
 
-/// Creates or upgrades the schema.
-pub(super) fn migrate(client: &mut Client, upgrade: Upgrade) -> Result<Migrated, Error> {
+/// Migration 8's step: each table of segments replaced by one of the same columns and indexes,
+/// hash-partitioned by its owner into the partitions asked for (`{table}_0`, `{table}_1`, …),
+/// its rows moved across and the old table dropped. Each partition's indexes are named after
+/// it (`{table}_{n}_pkey`, `oracle_segments_{n}_first`), so that plans name them plainly.
+fn partition(tx: &mut Transaction<'_>, layout: &Layout) -> Result<(), Error> {
+    let count = layout.partitions.unwrap_or(DEFAULT_PARTITIONS);
+    for table in [&LEDGER, &ORACLE] {
+        let (name, owner) = (table.name, table.owner);
+        let old = format!("{name}_unpartitioned");
+        let mut sql = format!(
+            "ALTER TABLE {name} RENAME TO {old};
+             ALTER INDEX {name}_pkey RENAME TO {old}_pkey;
+             CREATE TABLE {name} (LIKE {old} INCLUDING STORAGE) PARTITION BY HASH ({owner});
+             ALTER TABLE {name} ADD PRIMARY KEY ({owner}, {LAST_KEY});"
+        );
+        for n in 0..count {
+            sql += &format!(
+                "CREATE TABLE {name}_{n} PARTITION OF {name} \
+                 FOR VALUES WITH (MODULUS {count}, REMAINDER {n});"
+            );
+        }
+        if table.first_keys {
+            // Made on each partition first and named after it; the parent's index then adopts
+            // them rather than building its own with generated names.
+            sql += &format!("ALTER INDEX {name}_first RENAME TO {old}_first;");
+            for n in 0..count {
+                sql += &format!(
+                    "CREATE UNIQUE INDEX {name}_{n}_first ON {name}_{n} ({owner}, {FIRST_KEY});"
+                );
+            }
+            sql += &format!("CREATE UNIQUE INDEX {name}_first ON {name} ({owner}, {FIRST_KEY});");
+        }
+        sql += &format!("INSERT INTO {name} SELECT * FROM {old}; DROP TABLE {old};");
+        tx.batch_execute(&sql).map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// The key columns of a segment's last line, after its owner: the primary key.
+const LAST_KEY: &str = "last_time, last_block, last_seq, last_idx";
+
+/// The key columns of a segment's first line, after its owner, in a table with
+/// [`Table::first_keys`](segments::Table::first_keys).
+const FIRST_KEY: &str = "first_time, first_block, first_seq, first_idx";
+
+/// Refuses a partition count outside 1 to [`MAX_PARTITIONS`].
+fn check_partitions(count: u32) -> Result<(), Error> {
+    if (1..=MAX_PARTITIONS).contains(&count) {
+        Ok(())
+    } else {
+        Err(Incompatible::PartitionCount {
+            asked: count,
+            most: MAX_PARTITIONS,
+        }
+        .into())
+    }
+}
+
+/// Refuses a partition count asked of a database partitioned already into another: the count
+/// is chosen once, when migration 8 runs.
+fn check_partitioned(tx: &mut Transaction<'_>, layout: &Layout) -> Result<(), Error> {
+    let Some(asked) = layout.partitions else {
+        return Ok(());
+    };
+    let found: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass($1)",
+            &[&LEDGER.name],
+        )
+        .map_err(map_err)?
+        .get(0);
+    if found == i64::from(asked) {
+        return Ok(());
+    }
+    Err(Incompatible::Partitioned { asked, found }.into())
+}
+
+/// Creates or upgrades the schema, making the `layout` asked for where a migration makes it.
+pub(super) fn migrate(
+    client: &mut Client,
+    upgrade: Upgrade,
+    layout: &Layout,
+) -> Result<Migrated, Error> {
     let mut tx = client.transaction().map_err(map_err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])
         .map_err(map_err)?;
@@ -315,10 +429,16 @@ pub(super) fn migrate(client: &mut Client, upgrade: Upgrade) -> Result<Migrated,
     if upgrade == Upgrade::Refuse || row_format(&mut tx)? != UPGRADABLE_FORMAT.to_string() {
         check_row_format(&mut tx)?;
     }
+    if let Some(asked) = layout.partitions {
+        check_partitions(asked)?;
+    }
+    if from >= PARTITIONED {
+        check_partitioned(&mut tx, layout)?;
+    }
     for migration in &MIGRATIONS[from as usize..] {
         tx.batch_execute(migration.sql).map_err(map_err)?;
         if let Some(then) = migration.then {
-            then(&mut tx)?;
+            then(&mut tx, layout)?;
         }
     }
     if from == 0 {

@@ -78,8 +78,11 @@ impl Table {
     /// is the tail to grow (it may come twice): its key tells whether a rebuild ends the owner's
     /// segments, which the writer then remembers.
     ///
-    /// A lateral subquery per owner: a parameterised range scan of the primary key each, never
-    /// a join that could hash the whole table (`query_plans.rs` pins it). The tail's size is
+    /// A lateral subquery per owner: a parameterised range scan of the primary key each, in
+    /// the owner's partition alone, never a join that could hash the whole table
+    /// (`query_plans.rs` pins it, under [`WRITER_PLANNER`]). `first_time + 0` only filters:
+    /// as an index condition on `oracle_segments_first` it would read every segment of the
+    /// owner from its first, where the primary key reads from the batch's first line on. The tail's size is
     /// the prefix of its compressed lines (`packed.rs`), big-endian so that it compares as
     /// bytes with the bound's prefix; `substring` of a value stored out of line and
     /// uncompressed fetches only the chunk that holds those bytes.
@@ -98,7 +101,7 @@ impl Table {
         WHERE s.{owner} = b.owner
           AND (s.last_time, s.last_block, s.last_seq, s.last_idx)
               >= (b.time, b.block, b.seq, b.idx)
-          AND s.first_time <= b.high
+          AND s.first_time + 0 <= b.high
         UNION ALL
         SELECT tail.{owner}, tail.last_time, tail.last_block, tail.last_seq, tail.last_idx,
                CASE WHEN tail.grow THEN tail.{lines} END, CASE WHEN tail.grow THEN tail.keys END
@@ -128,6 +131,15 @@ impl Table {
     }
 }
 
+/// Planner settings of the writer's session, made before its statements are prepared: the
+/// statements take arrays, whose lengths a generic plan cannot know, and over partitions the
+/// planner then costs a hash join of every partition (the delete) or a bitmap scan (the touched
+/// query) below a probe of each owner's partition. Off, each owner is a nested loop's seek
+/// or range scan in its own partition, pruned at run time (`query_plans.rs` pins both). The
+/// writer's other statements are seeks by key, which these settings leave as they are.
+pub(super) const WRITER_PLANNER: &str = "SET enable_hashjoin = off; \
+     SET enable_mergejoin = off; SET enable_bitmapscan = off";
+
 /// The writer's statements for one table, prepared once for its session (a batch then costs
 /// no parse round trips), and its segment engine.
 pub(super) struct Statements {
@@ -141,10 +153,12 @@ pub(super) struct Statements {
 }
 
 impl Statements {
+    /// Prepares them on `client`'s session, setting its [`WRITER_PLANNER`] first.
     pub(super) fn prepare(
         client: &mut impl GenericClient,
         table: &'static Table,
     ) -> Result<Self, Error> {
+        client.batch_execute(WRITER_PLANNER).map_err(map_err)?;
         Ok(Self {
             table,
             touched: client.prepare(&table.touched_sql()).map_err(map_err)?,

@@ -5,6 +5,7 @@
 
 mod damage;
 mod fixtures;
+mod partitions;
 mod segments;
 
 use postgres::Client;
@@ -66,6 +67,17 @@ fn earlier_version(db: &TestDatabase, version: usize, row_format: u32, rows: &st
     client
 }
 
+/// How many tables the database has: 0 before anything was created.
+fn tables(db: &TestDatabase) -> i64 {
+    db.client()
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
 /// `migrate`, the writer and a serving store all refuse the database, saying `wanted`.
 fn refused_by_every_opener(url: &str, wanted: &str) {
     for refused in [
@@ -86,15 +98,7 @@ fn serving_an_unmigrated_database_is_refused_and_writes_nothing() {
         PgStore::open(db.url(), PgConfig::default()),
         "server migrate",
     );
-    let tables: i64 = db
-        .client()
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(tables, 0);
+    assert_eq!(tables(&db), 0);
     let migrated = PgStore::migrate(db.url()).unwrap();
     let latest = MIGRATIONS.len() as u32;
     assert_eq!((migrated.from, migrated.to), (0, latest));

@@ -117,6 +117,27 @@ pub enum Incompatible {
         /// The command that upgrades them, naming the database.
         migrate: String,
     },
+    /// A count of PostgreSQL partitions out of range.
+    #[error("cannot make {asked} partitions: the count must be between 1 and {most}")]
+    PartitionCount {
+        /// The count asked for.
+        asked: u32,
+        /// The most that can be made.
+        most: u32,
+    },
+    /// A count of PostgreSQL partitions other than the database has: the count is chosen
+    /// once, when the tables are partitioned.
+    #[error(
+        "cannot make {asked} partitions: the database's tables of segments are partitioned into \
+         {found} already, and the count is chosen once, before the first migration: leave \
+         --partitions out, or ingest into a new database"
+    )]
+    Partitioned {
+        /// The count asked for.
+        asked: u32,
+        /// The database's count.
+        found: i64,
+    },
     /// A PostgreSQL URL that does not parse.
     #[error("invalid PostgreSQL URL {url}: {reason}")]
     Url {

@@ -4,6 +4,7 @@
 //! them. Migrations and refusals are tested on them, not on schemas rebuilt from today's
 //! migration list.
 
+use super::partitions::partitions;
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
 use crate::{PgConfig, PgStore};
 use storage::Error;
@@ -50,19 +51,23 @@ fn contents(db: &TestDatabase) -> Vec<String> {
         .map(|row| row.get(0))
         .collect();
     for table in tables {
-        let rows: String = client
-            .query_one(
-                &format!(
-                    "SELECT '{table}: ' || coalesce(string_agg(t::text, ' ' ORDER BY t::text), '') \
-                     FROM public.{table} t"
-                ),
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        contents.push(rows);
+        contents.push(rows(&mut client, &table));
     }
     contents
+}
+
+/// The rows of `table` as text, in order, after its name.
+fn rows(client: &mut postgres::Client, table: &str) -> String {
+    client
+        .query_one(
+            &format!(
+                "SELECT '{table}: ' || coalesce(string_agg(t::text, ' ' ORDER BY t::text), '') \
+                 FROM public.{table} t"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0)
 }
 
 /// The fixture `name`, of schema version `schema` and row format `format`, is refused by
@@ -90,6 +95,11 @@ fn answers_as_it_did(test: &str, name: &str, answers: &str) {
         return;
     };
     PgStore::migrate(db.url()).unwrap();
+    check_migrated(&db, answers);
+}
+
+/// The migrated database `db` answers as written in the answers file `answers`.
+fn check_migrated(db: &TestDatabase, answers: &str) {
     let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
     check_answers(&store, &mut PgStore::writer(db.url()).unwrap(), answers);
 }
@@ -142,4 +152,39 @@ fn a_database_of_schema_7_in_row_format_5_answers_as_it_did() {
         "schema7-format5.pg.sql",
         "format4.answers",
     );
+}
+
+/// A database that this version wrote, partitioned (16 partitions, the default).
+#[test]
+fn a_database_of_schema_8_in_row_format_5_answers_as_it_did() {
+    let test = "a_database_of_schema_8_in_row_format_5";
+    let Some(db) = load(test, "schema8-format5.pg.sql") else {
+        return;
+    };
+    assert_eq!(partitions(&db), [16, 16]);
+    drop(db);
+    answers_as_it_did(test, "schema8-format5.pg.sql", "format4.answers");
+}
+
+/// Migration 8 moves every segment of a database of schema 7 into the partitions asked for,
+/// each stored row as it was, and the database answers as it did.
+#[test]
+fn a_database_of_schema_7_is_partitioned_as_asked_keeping_every_segment() {
+    let Some(db) = load(
+        "a_database_of_schema_7_partitioned",
+        "schema7-format5.pg.sql",
+    ) else {
+        return;
+    };
+    let segments = |db: &TestDatabase| {
+        let mut client = db.client();
+        ["ledger_segments", "oracle_segments"].map(|table| rows(&mut client, table))
+    };
+    let before = segments(&db);
+    assert!(before.iter().all(|rows| rows.len() > 1000), "{before:?}");
+    let migrated = PgStore::migrate_with(db.url(), Some(3)).unwrap();
+    assert_eq!((migrated.from, migrated.to), (7, 8));
+    assert_eq!(partitions(&db), [3, 3]);
+    assert!(segments(&db) == before, "a segment changed");
+    check_migrated(&db, "format4.answers");
 }

@@ -1,0 +1,92 @@
+//! Migration 8: the tables of segments hash-partitioned by owner, into as many partitions as
+//! the operator asked for once (`server migrate --partitions N`), or [`DEFAULT_PARTITIONS`].
+
+use super::{TestDatabase, incompatible, tables};
+use crate::schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
+use crate::segments::{LEDGER, ORACLE};
+use crate::{PgConfig, PgStore};
+use oracle_core::PaginationParams;
+use storage::{Health as _, IngestBatch, suite};
+
+/// How many partitions each table of segments has, ledger's then oracle data's.
+pub(super) fn partitions(db: &TestDatabase) -> [i64; 2] {
+    [LEDGER.name, ORACLE.name].map(|table| {
+        db.client()
+            .query_one(
+                "SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass($1)",
+                &[&table],
+            )
+            .unwrap()
+            .get(0)
+    })
+}
+
+#[test]
+fn a_new_database_gets_the_default_count_of_partitions() {
+    let Some(db) = TestDatabase::create("a_new_database_gets_the_default_count") else {
+        return;
+    };
+    PgStore::writer(db.url()).unwrap();
+    let default = i64::from(DEFAULT_PARTITIONS);
+    assert_eq!(partitions(&db), [default, default]);
+}
+
+#[test]
+fn the_count_asked_for_is_made_once_and_another_is_refused_later() {
+    let Some(db) = TestDatabase::create("the_count_asked_for_is_made_once") else {
+        return;
+    };
+    let migrated = PgStore::migrate_with(db.url(), Some(3)).unwrap();
+    assert_eq!((migrated.from, migrated.to), (0, MIGRATIONS.len() as u32));
+    assert_eq!(partitions(&db), [3, 3]);
+    // The same count again, or none, finds nothing to do; another is refused, untouched.
+    assert_eq!(PgStore::migrate_with(db.url(), Some(3)).unwrap().from, 8);
+    assert_eq!(PgStore::migrate(db.url()).unwrap().from, 8);
+    incompatible(
+        PgStore::migrate_with(db.url(), Some(16)),
+        "cannot make 16 partitions: the database's tables of segments are partitioned into 3 \
+         already",
+    );
+    assert_eq!(partitions(&db), [3, 3]);
+    PgStore::open(db.url(), PgConfig::default())
+        .unwrap()
+        .check()
+        .unwrap();
+}
+
+#[test]
+fn a_count_out_of_range_is_refused_and_writes_nothing() {
+    let Some(db) = TestDatabase::create("a_count_out_of_range_is_refused") else {
+        return;
+    };
+    for asked in [0, MAX_PARTITIONS + 1] {
+        incompatible(
+            PgStore::migrate_with(db.url(), Some(asked)),
+            &format!("cannot make {asked} partitions: the count must be between 1 and 1024"),
+        );
+    }
+    assert_eq!(tables(&db), 0);
+}
+
+#[test]
+fn a_page_reads_the_first_data_of_an_owner_it_found_empty_before() {
+    let Some(db) = TestDatabase::create("a_page_reads_the_first_data") else {
+        return;
+    };
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    // One connection, so that the second page is read where the first found no partition.
+    let config = PgConfig {
+        max_connections: 1,
+        ..PgConfig::default()
+    };
+    let store = PgStore::open(db.url(), config).unwrap();
+    let all = |store: &PgStore| suite::page(store, None, PaginationParams::default()).edges;
+    assert!(all(&store).is_empty());
+    let batch = IngestBatch {
+        oracle_rows: vec![suite::oracle_row("first", (1, 1, 1), &[1])],
+        ..IngestBatch::default()
+    };
+    suite::commit(&mut writer, &batch);
+    assert_eq!(all(&store).len(), 1);
+    assert_eq!(suite::spec_labels(&store, 1), "first");
+}
