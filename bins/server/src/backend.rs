@@ -72,6 +72,18 @@ pub fn open_store(db: &dyn Backend, max_readers: usize) -> Result<Arc<dyn Store>
         .with_context(|| format!("cannot open the database {}", db.describe()))
 }
 
+/// Refuses a database that is not there: the operator's commands read one, never create it.
+fn ensure_exists(db: &dyn Backend) -> Result<()> {
+    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
+    Ok(())
+}
+
+/// Opens an existing store to read through it once (`check`): one reader at a time.
+fn open_existing(db: &dyn Backend) -> Result<Arc<dyn Store>> {
+    ensure_exists(db)?;
+    open_store(db, 1)
+}
+
 /// Opens the store's single writer, migrating the schema first.
 pub fn open_writer(db: &dyn Backend) -> Result<Box<dyn IngestWriter>> {
     db.open_writer()
@@ -105,8 +117,7 @@ impl ExportSink for Count {
 /// reads through it: the health check, a page of oracle data, and the whole export of the
 /// example party. Returns lines saying what was read, then the chain and the stored heights.
 pub fn check(db: &dyn Backend) -> Result<String> {
-    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
-    let store = open_store(db, 1)?;
+    let store = open_existing(db)?;
     let read = || -> Result<String> {
         store.check()?;
         let examples = store.examples()?;
@@ -142,7 +153,7 @@ pub fn check(db: &dyn Backend) -> Result<String> {
 /// `server backup`: copies the database as of one commit into the new file `out`, while it is
 /// served and written (SQLite); a PostgreSQL database is refused, naming its own tools.
 pub fn backup(db: &dyn Backend, out: &Path) -> Result<String> {
-    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
+    ensure_exists(db)?;
     let chain = db
         .backup(out)
         .with_context(|| format!("cannot back up {} into {}", db.describe(), out.display()))?;
@@ -160,8 +171,7 @@ const PROGRESS_EVERY: u64 = 10_000;
 /// unit, printing each damaged one with what it affects; fails when anything is damaged.
 /// Progress goes to standard error.
 pub fn check_deep(db: &dyn Backend) -> Result<String> {
-    anyhow::ensure!(db.exists(), "there is no database at {}", db.describe());
-    let store = open_store(db, 1)?;
+    let store = open_existing(db)?;
     let mut progress = |at: storage::ScrubProgress| {
         if at.done.is_multiple_of(PROGRESS_EVERY) || at.done == at.total {
             eprintln!("check --deep: {} of {} units read", at.done, at.total);

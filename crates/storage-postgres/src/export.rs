@@ -148,11 +148,14 @@ impl Scan {
         summary: &mut ExportSummary,
     ) -> Result<ControlFlow<()>, Error> {
         self.send_verified(segment, range, buffers, sink, summary)
-            .map_err(|err| {
-                err.at("ledger_segments", || {
-                    segment::describe("party", self.party.into(), segment.last)
-                })
-            })
+            .map_err(|err| self.at(segment, err))
+    }
+
+    /// Names `segment` in the damage `err` found in it.
+    fn at(&self, segment: &Fetched, err: Error) -> Error {
+        err.at("ledger_segments", || {
+            segment::describe("party", self.party.into(), segment.last)
+        })
     }
 
     /// Checks the checksums of a segment's blobs without decoding them; damage names the
@@ -165,11 +168,7 @@ impl Scan {
                     .as_deref()
                     .map_or(Ok(()), |keys| packed::check(keys, "keys"))
             })
-            .map_err(|err| {
-                err.at("ledger_segments", || {
-                    segment::describe("party", self.party.into(), segment.last)
-                })
-            })
+            .map_err(|err| self.at(segment, err))
     }
 
     /// [`Scan::send`], each blob's checksum verified as it is unpacked.
