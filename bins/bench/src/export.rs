@@ -35,9 +35,6 @@ pub(crate) fn cases(config: &GenerateConfig) -> Vec<ExportCase> {
     let party = party_id(config, 0);
     let asset = asset_id(config, 0);
     let all = format!("{EXPORT_PATH}?partyId={party}");
-    let span = i128::from(config.blocks) * AVERAGE_BLOCK_GAP_NANOS;
-    let start = i128::from(config.start_time_nanos) + span * 495 / 1000;
-    let end = i128::from(config.start_time_nanos) + span * 505 / 1000;
     vec![
         ExportCase {
             name: "party 0, all time",
@@ -49,9 +46,21 @@ pub(crate) fn cases(config: &GenerateConfig) -> Vec<ExportCase> {
         },
         ExportCase {
             name: "party 0, 1% window",
-            path: format!("{all}&dateRange.startTimestamp={start}&dateRange.endTimestamp={end}"),
+            path: window(config, 495..505),
         },
     ]
+}
+
+/// The whale's export over the time window `permille` (thousandths of the dataset's span,
+/// estimated from the config: `blocks` seconds).
+pub(crate) fn window(config: &GenerateConfig, permille: std::ops::Range<i128>) -> String {
+    let party = party_id(config, 0);
+    let span = i128::from(config.blocks) * AVERAGE_BLOCK_GAP_NANOS;
+    let start = i128::from(config.start_time_nanos) + span * permille.start / 1000;
+    let end = i128::from(config.start_time_nanos) + span * permille.end / 1000;
+    format!(
+        "{EXPORT_PATH}?partyId={party}&dateRange.startTimestamp={start}&dateRange.endTimestamp={end}"
+    )
 }
 
 /// Figures of one export over several runs.

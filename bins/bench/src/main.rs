@@ -33,6 +33,7 @@ mod report;
 mod scale;
 mod socket;
 mod stats;
+mod storm;
 
 use std::ffi::OsStr;
 use std::net::SocketAddr;
@@ -121,6 +122,11 @@ struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=1000),
           conflicts_with_all = ["ingest_formats", "socket"])]
     scale: Option<Vec<u32>>,
+    /// Measure only pages before and after a storm of aborted exports (issue 23): a page
+    /// asked again and again and the distinct pages, a storm of exports half of them dropped
+    /// after their first bytes, the same pages again; three rounds, on SQLite.
+    #[arg(long, conflicts_with_all = ["ingest_formats", "socket", "scale", "db"])]
+    abort_storm: bool,
 }
 
 /// The `serve` flags of `--rate-limited`: nobody exempt, a billion requests a second.
@@ -194,6 +200,9 @@ fn run(cli: Cli) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if cli.abort_storm {
+        return abort_storm(&cli, &runtime, &server, &dir, &ingest.manifest);
+    }
     let (manifest, dataset_reused) = (ingest.manifest.clone(), ingest.dataset_reused);
     let db = dataset::db_path(&dir);
     let mut backends = vec![(
@@ -243,6 +252,45 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let json = serde_json::to_vec_pretty(value).context("cannot encode the results")?;
     std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("bench: results written to {}", path.display());
+    Ok(())
+}
+
+/// `--abort-storm`: serves the SQLite database and measures the pages around storms of
+/// exports (`storm.rs`).
+fn abort_storm(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+    server: &Path,
+    dir: &Path,
+    manifest: &dataset::Manifest,
+) -> Result<()> {
+    let db = dataset::db_path(dir);
+    let flags: Vec<String> = cli
+        .page_cache_mib
+        .map(|mib| vec!["--page-cache-mib".to_owned(), mib.to_string()])
+        .unwrap_or_default();
+    let server_process = ServerProcess::start_with(server, db.as_os_str(), dir, &flags)?;
+    let plan = listing::Plan {
+        requests: cli.requests,
+        throughput: Duration::from_secs_f64(cli.throughput_secs),
+    };
+    let result = runtime.block_on(async {
+        http_client::wait_until_ready(server_process.addr, Duration::from_secs(30)).await?;
+        storm::measure(
+            server_process.addr,
+            server_process.pid(),
+            &manifest.dataset,
+            manifest.generated.oracle_data,
+            &plan,
+        )
+        .await
+    })?;
+    server_process.stop()?;
+    println!("{}", storm::render(&result));
+    write_json(&dir.join("storm.json"), &result)?;
+    if let Some(path) = &cli.json {
+        write_json(path, &result)?;
+    }
     Ok(())
 }
 
