@@ -344,18 +344,24 @@ pub(crate) struct Memory {
 }
 
 pub(crate) fn memory(pid: u32) -> Result<Memory> {
+    let [rss_kib, hwm_kib] = status(pid, ["VmRSS", "VmHWM"])?;
+    Ok(Memory { rss_kib, hwm_kib })
+}
+
+/// The numbers of the fields `names` of `/proc/<pid>/status` (KiB for memory, a count for
+/// `Threads`), in the order asked.
+pub(crate) fn status<const N: usize>(pid: u32, names: [&str; N]) -> Result<[u64; N]> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
-    let field = |name: &str| -> Result<u64> {
-        text.lines()
+    let mut values = [0; N];
+    for (value, name) in values.iter_mut().zip(names) {
+        *value = text
+            .lines()
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
             .and_then(|value| value.split_whitespace().next()?.parse().ok())
-            .ok_or_else(|| anyhow!("{path} has no {name}"))
-    };
-    Ok(Memory {
-        rss_kib: field("VmRSS")?,
-        hwm_kib: field("VmHWM")?,
-    })
+            .ok_or_else(|| anyhow!("{path} has no {name}"))?;
+    }
+    Ok(values)
 }
 
 /// Samples a process's RSS on a thread of its own, so that the async runtime's load cannot

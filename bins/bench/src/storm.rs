@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 use crate::export;
 use crate::http_client::{Accept, Connection, FAST_BUFFER, Head};
 use crate::listing::{self, DISTINCT_CASE, PageCase, PageResult};
+use crate::process;
 
 /// Exports dropped after their first bytes, per storm.
 const ABORTED: u32 = 100;
@@ -306,25 +307,15 @@ async fn open_export(
 
 /// The server's threads and RSS (`/proc/PID/status`) and open files (`/proc/PID/fd`).
 fn resources(pid: u32) -> Result<Resources> {
-    let status_path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&status_path)
-        .with_context(|| format!("cannot read {status_path}"))?;
-    let field = |name: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|value| value.parse().ok())
-            .with_context(|| format!("{status_path} has no {name}"))
-    };
+    let [threads, rss_kib] = process::status(pid, ["Threads", "VmRSS"])?;
     let fd_dir = format!("/proc/{pid}/fd");
     let open_files = std::fs::read_dir(&fd_dir)
         .with_context(|| format!("cannot list {fd_dir}"))?
         .count() as u64;
     Ok(Resources {
-        threads: field("Threads:")?,
+        threads,
         open_files,
-        rss_kib: field("VmRSS:")?,
+        rss_kib,
     })
 }
 
