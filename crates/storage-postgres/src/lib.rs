@@ -149,8 +149,9 @@ impl PgStore {
 
     /// Creates or upgrades the schema (see [`Migrated`]); safe when several processes run it at
     /// once: they take turns under an advisory lock. Rows of the
-    /// [`UPGRADABLE_FORMAT`](storage::UPGRADABLE_FORMAT) are upgraded (migration 7 adds a checksum
-    /// to every blob).
+    /// [`UPGRADABLE_FORMATS`](storage::UPGRADABLE_FORMATS) are upgraded (migration 7 adds a
+    /// checksum to every blob of format 4, migration 9 replaces the CRC32C of every blob of
+    /// format 5).
     pub fn migrate(url: &str) -> Result<Migrated, Error> {
         Self::migrate_with(url, None)
     }
@@ -171,8 +172,8 @@ impl PgStore {
 
     /// Migrates the database and opens its single writer, which holds the database's ingest
     /// lock until it is dropped: a second writer is refused with [`Error::Busy`]. Rows of the
-    /// [`UPGRADABLE_FORMAT`](storage::UPGRADABLE_FORMAT) are refused untouched, the message naming
-    /// `server migrate`: only [`PgStore::migrate`] upgrades them.
+    /// [`UPGRADABLE_FORMATS`](storage::UPGRADABLE_FORMATS) are refused untouched, the message
+    /// naming `server migrate`: only [`PgStore::migrate`] upgrades them.
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;

@@ -1,4 +1,4 @@
-//! How PostgreSQL stores a segment's two blobs (row formats 3 to 5): each compressed with LZ4
+//! How PostgreSQL stores a segment's two blobs (row formats 3 to 6): each compressed with LZ4
 //! here, before it goes to the database, and decompressed here after it comes back; from row
 //! format 5 with a checksum, verified before the block is decoded.
 //!
@@ -15,6 +15,8 @@
 //! Row format 5 puts the checksum (`checksum.rs`) of the prefix and the block, a big-endian
 //! `u32`, between them: inside the blob rather than in a column of its own, so that every read
 //! of a blob checks it in [`unpack_into`] whatever the query, and no query or `COPY` changes.
+//! Format 5's was the CRC32C of the prefix and the block; format 6's is the block's XXH3 with the
+//! decompressed size (the prefix's value) as its seed.
 
 use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
 
@@ -54,11 +56,40 @@ pub(super) fn pack(bytes: &[u8]) -> Result<Vec<u8>, Error> {
 
 /// Writes the checksum of a packed blob's prefix and block into its place between them.
 fn seal(packed: &mut [u8]) {
-    let sum = checksum::of_two(&packed[..PREFIX], &packed[HEADER..]);
+    let sum = sum_of(
+        packed[..PREFIX].try_into().expect("four bytes"),
+        &packed[HEADER..],
+    );
     packed[PREFIX..HEADER].copy_from_slice(&sum.to_be_bytes());
 }
 
-/// A blob packed by row format 4 (prefix and block, no checksum) as row format 5 packs it:
+/// The checksum stored in a packed blob's `header`.
+fn stored_sum(header: &[u8]) -> u32 {
+    u32::from_be_bytes(header[PREFIX..HEADER].try_into().expect("four bytes"))
+}
+
+/// The checksum of a packed blob with the size prefix `prefix` and the LZ4 block `block`.
+fn sum_of(prefix: [u8; PREFIX], block: &[u8]) -> u32 {
+    checksum::seeded(u64::from(u32::from_be_bytes(prefix)), block)
+}
+
+/// A blob packed by row format 5 (its checksum CRC32C) as row format 6 packs it: migration 9's
+/// step. A blob whose CRC32C does not match keeps a checksum that does not match either
+/// (`checksum::carried`); one too short to hold a checksum is left as it is, damage that every
+/// read reports.
+pub(super) fn replace_checksum(format_5: &[u8]) -> Vec<u8> {
+    let mut packed = format_5.to_vec();
+    if packed.len() >= HEADER {
+        let (header, block) = packed.split_at(HEADER);
+        let prefix = header[..PREFIX].try_into().expect("four bytes");
+        let whole = checksum::format_5::of_two(&header[..PREFIX], block) == stored_sum(header);
+        let sum = checksum::carried(sum_of(prefix, block), whole);
+        packed[PREFIX..HEADER].copy_from_slice(&sum.to_be_bytes());
+    }
+    packed
+}
+
+/// A blob packed by row format 4 (prefix and block, no checksum) as today's format packs it:
 /// migration 7's step. Its bytes are not decoded, so damage from before is not found here.
 pub(super) fn add_checksum(format_4: &[u8]) -> Vec<u8> {
     let split = format_4.len().min(PREFIX);
@@ -79,8 +110,8 @@ pub(super) fn check(packed: &[u8], blob: &'static str) -> Result<(), Error> {
         return Err(Damage::Packed(format!("{blob}: {} bytes", packed.len())).into());
     }
     let (header, block) = packed.split_at(HEADER);
-    let stored = u32::from_be_bytes(header[PREFIX..].try_into().expect("four bytes"));
-    let computed = checksum::of_two(&header[..PREFIX], block);
+    let stored = stored_sum(header);
+    let computed = sum_of(header[..PREFIX].try_into().expect("four bytes"), block);
     if computed != stored {
         return Err(Damage::Checksum {
             blob,
@@ -192,8 +223,36 @@ mod tests {
         assert!(matches!(unpack(&huge, "csv"), Err(Error::Corrupt(_))));
     }
 
+    /// A blob of format 5 gets format 6's checksum when its CRC32C matches, and a checksum that
+    /// never matches when it does not; a blob too short for a checksum stays as it was.
     #[test]
-    fn format_4_blobs_gain_the_checksum_of_format_5() {
+    fn format_5_blobs_gain_the_checksum_of_format_6_unless_damaged() {
+        let lines = b"1,a\n2,b\n".repeat(50);
+        let packed = pack(&lines).unwrap();
+        let mut format_5 = packed.clone();
+        let crc = checksum::format_5::of_two(&packed[..PREFIX], &packed[HEADER..]);
+        format_5[PREFIX..HEADER].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(replace_checksum(&format_5), packed);
+        assert_eq!(unpack(&replace_checksum(&format_5), "csv").unwrap(), lines);
+        let mut damaged = format_5.clone();
+        *damaged.last_mut().unwrap() ^= 1;
+        let upgraded = replace_checksum(&damaged);
+        assert_eq!(upgraded[HEADER..], damaged[HEADER..]);
+        assert!(matches!(check(&upgraded, "csv"), Err(Error::Corrupt(_))));
+        let mut resealed = damaged.clone();
+        seal(&mut resealed);
+        assert!(
+            check(&resealed, "csv").is_ok(),
+            "only the carried sum fails"
+        );
+        assert_eq!(
+            replace_checksum(&format_5[..HEADER - 1]),
+            format_5[..HEADER - 1]
+        );
+    }
+
+    #[test]
+    fn format_4_blobs_gain_the_checksum_of_format_6() {
         let lines = b"1,a\n2,b\n".repeat(50);
         let packed = pack(&lines).unwrap();
         let mut format_4 = packed[..PREFIX].to_vec();

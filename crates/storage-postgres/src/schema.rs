@@ -15,8 +15,7 @@ use super::{map_err, packed};
 use storage::backend::Migrated;
 use storage::segment::Line;
 use storage::{
-    Error, Incompatible, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch,
-    upgrade_needed,
+    Error, Incompatible, ROW_FORMAT, Upgrade, row_format_mismatch, upgradable, upgrade_needed,
 };
 
 /// The value of `created_by` that marks the schema as ours.
@@ -205,7 +204,9 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // 7: row format 5, a checksum inside every packed blob (`packed.rs`), added to each stored
     // blob of a database of format 4 by `add_checksums`; the lines are those of format 4, so
     // such a database is upgraded in place. Only `server migrate` runs this over rows
-    // (`migrate`'s `upgrade`).
+    // (`migrate`'s `upgrade`). The checksum added is today's, so the database is labelled with
+    // today's format (6) at once and migration 9 leaves it (until format 6 it added format 5's
+    // CRC32C and labelled format 5).
     Migration {
         sql: "",
         then: Some(add_checksums),
@@ -219,21 +220,47 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: "",
         then: Some(partition),
     },
+    // 9: row format 6, XXH3 checksums instead of format 5's CRC32C (`checksum.rs`): in a
+    // database of format 5, every packed blob's checksum compared and replaced in place by
+    // `replace_checksums`; a blob whose old checksum did not match gets one that never does
+    // (`checksum::carried`), so damage from before stays found. Only `server migrate` runs this
+    // over rows.
+    Migration {
+        sql: "",
+        then: Some(replace_checksums),
+    },
 ];
 
 /// The schema version from which the tables of segments are partitioned (migration 8).
 const PARTITIONED: u32 = 8;
 
-/// Segments rewritten per fetch by [`add_checksums`]: a few megabytes of ledger blobs.
+/// Segments rewritten per fetch by [`rewrite_blobs`]: a few megabytes of ledger blobs.
 const CHECKSUM_ROWS: i32 = 64;
 
 /// Migration 7's step: in a database of row format 4, every blob of both tables of segments
-/// packed again with its checksum, a fetch of [`CHECKSUM_ROWS`] at a time, each row updated in
-/// place by its primary key, and the database labelled format 5. A database labelled with
-/// another format holds no blob of format 4: none at all (it is new), or only blobs that an
-/// earlier migration of this run wrote (migration 5 packs as today's writer does).
+/// packed again with today's checksum ([`rewrite_blobs`]). A database labelled with another
+/// format holds no blob of format 4: none at all (it is new), or only blobs that an earlier
+/// migration of this run wrote (migration 5 packs as today's writer does).
 fn add_checksums(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
-    if row_format(tx)? != UPGRADABLE_FORMAT.to_string() {
+    rewrite_blobs(tx, 4, packed::add_checksum)
+}
+
+/// Migration 9's step: in a database of row format 5, every blob's CRC32C compared and replaced
+/// by today's checksum ([`rewrite_blobs`]).
+fn replace_checksums(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
+    rewrite_blobs(tx, 5, packed::replace_checksum)
+}
+
+/// In a database of row format `from`, every blob of both tables of segments rewritten by
+/// `rewrite`, a fetch of [`CHECKSUM_ROWS`] at a time, each row updated in place by its primary
+/// key, and the database labelled with today's format; a database of any other format is left
+/// as it is.
+fn rewrite_blobs(
+    tx: &mut Transaction<'_>,
+    from: u32,
+    rewrite: fn(&[u8]) -> Vec<u8>,
+) -> Result<(), Error> {
+    if row_format(tx)? != from.to_string() {
         return Ok(());
     }
     tx.execute(
@@ -261,8 +288,8 @@ fn add_checksums(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
             for row in rows {
                 let owner: i32 = row.get(0);
                 let last: [i64; 4] = [row.get(1), row.get(2), row.get(3), row.get(4)];
-                let lines = packed::add_checksum(row.get(5));
-                let keys = packed::add_checksum(row.get(6));
+                let lines = rewrite(row.get(5));
+                let keys = rewrite(row.get(6));
                 tx.execute(
                     &update,
                     &[
@@ -426,7 +453,7 @@ pub(super) fn migrate(
     check_version(from)?;
     // Before any migration: rows of another format are refused, never converted (migration 2
     // drops `ledger_rows`), and the refusal leaves the database as it was.
-    if upgrade == Upgrade::Refuse || row_format(&mut tx)? != UPGRADABLE_FORMAT.to_string() {
+    if upgrade == Upgrade::Refuse || !upgradable(&row_format(&mut tx)?) {
         check_row_format(&mut tx)?;
     }
     if let Some(asked) = layout.partitions {
@@ -538,14 +565,15 @@ fn check_version(version: u32) -> Result<(), Error> {
     Ok(())
 }
 
-/// Refuses rows of another format than this program's: those of the [`UPGRADABLE_FORMAT`]
+/// Refuses rows of another format than this program's: those of the
+/// [`UPGRADABLE_FORMATS`](storage::UPGRADABLE_FORMATS)
 /// naming `server migrate`, any other one naming a new ingest.
 fn check_row_format(tx: &mut Transaction<'_>) -> Result<(), Error> {
     let found = row_format(tx)?;
     if found == ROW_FORMAT.to_string() {
         Ok(())
-    } else if found == UPGRADABLE_FORMAT.to_string() {
-        Err(upgrade_needed("server migrate --db URL"))
+    } else if upgradable(&found) {
+        Err(upgrade_needed(&found, "server migrate --db URL"))
     } else {
         Err(row_format_mismatch(&found))
     }

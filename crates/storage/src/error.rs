@@ -107,13 +107,15 @@ pub enum Incompatible {
         /// The row format recorded.
         found: String,
     },
-    /// Rows of the [`UPGRADABLE_FORMAT`], opened by a command that does not upgrade them.
+    /// Rows of one of the [`UPGRADABLE_FORMATS`], opened by a command that does not upgrade them.
     #[error(
-        "the database holds rows in format {UPGRADABLE_FORMAT}, without checksums; this \
-         program reads format {ROW_FORMAT}: run `{migrate}` to add them (it keeps every row), \
+        "the database holds rows in format {found}, without the checksums this program \
+         verifies (format {ROW_FORMAT}): run `{migrate}` to upgrade them (it keeps every row), \
          then start again; the database was left untouched"
     )]
-    NoChecksums {
+    Upgradable {
+        /// The row format recorded.
+        found: String,
         /// The command that upgrades them, naming the database.
         migrate: String,
     },
@@ -310,16 +312,26 @@ impl Error {
 /// (`2023-03-10 10:24:30.507963+00`, PostgreSQL's text of a `timestamptz`) instead of RFC 3339
 /// with nine fraction digits; every database of an earlier format is refused.
 /// Format 5: every stored blob carries a checksum written at ingest and verified on every read
-/// (`checksum.rs`): SQLite in columns beside the blobs, PostgreSQL inside each packed blob. The
-/// bytes of the lines are those of format 4, so `server migrate` upgrades a database of format
-/// 4 by computing the checksums ([`UPGRADABLE_FORMAT`]); every other format is refused.
-pub const ROW_FORMAT: u32 = 5;
+/// (`checksum.rs`): SQLite in columns beside the blobs, PostgreSQL inside each packed blob.
+/// Format 6: the checksum is XXH3's instead of CRC32C, half the cost of the check on every read.
+/// The bytes of the lines are those of format 4 in all three, so `server migrate` upgrades a
+/// database of format 4 or 5 by computing the checksums ([`UPGRADABLE_FORMATS`]); every other
+/// format is refused.
+pub const ROW_FORMAT: u32 = 6;
 
-/// The one older row format that `migrate` upgrades in place: format 4 is format 5 without
-/// checksums. Every other command refuses it, naming the migration to run.
-pub const UPGRADABLE_FORMAT: u32 = 4;
+/// The older row formats that `migrate` upgrades in place: format 4 is format 6 without
+/// checksums, format 5 is format 6 with CRC32C ones. Every other command refuses them, naming
+/// the migration to run.
+pub const UPGRADABLE_FORMATS: [u32; 2] = [4, 5];
 
-/// Whether a migration may upgrade rows of the [`UPGRADABLE_FORMAT`] (`server migrate`), or
+/// Whether the recorded row format `found` is one of the [`UPGRADABLE_FORMATS`].
+pub fn upgradable(found: &str) -> bool {
+    UPGRADABLE_FORMATS
+        .iter()
+        .any(|format| found == format.to_string())
+}
+
+/// Whether a migration may upgrade rows of the [`UPGRADABLE_FORMATS`] (`server migrate`), or
 /// refuses them naming the command that does (every other command).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Upgrade {
@@ -329,10 +341,12 @@ pub enum Upgrade {
     Refuse,
 }
 
-/// The refusal of a store in the [`UPGRADABLE_FORMAT`] by a command that does not upgrade:
-/// `migrate` is the command to run (with the database's path or `URL`).
-pub fn upgrade_needed(migrate: &str) -> Error {
-    Incompatible::NoChecksums {
+/// The refusal of a store in the upgradable row format `found` ([`UPGRADABLE_FORMATS`]) by a
+/// command that does not upgrade: `migrate` is the command to run (with the database's path or
+/// `URL`).
+pub fn upgrade_needed(found: &str, migrate: &str) -> Error {
+    Incompatible::Upgradable {
+        found: found.to_owned(),
         migrate: migrate.to_owned(),
     }
     .into()

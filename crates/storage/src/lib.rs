@@ -64,9 +64,9 @@
 //!   it) releases its snapshot and its connection; a writer releases its lock when dropped.
 //! - **Row format.** Stored rows are finished wire bytes: a backend records [`ROW_FORMAT`] beside
 //!   its schema version and refuses ([`Error::Incompatible`]) to serve or append to rows of
-//!   another format, and never changes a database that is not its own. The one older format it
-//!   upgrades, [`UPGRADABLE_FORMAT`], only an explicit migration upgrades; every other command
-//!   refuses it, naming that migration.
+//!   another format, and never changes a database that is not its own. The older formats it
+//!   upgrades, [`UPGRADABLE_FORMATS`], only an explicit migration upgrades; every other command
+//!   refuses them, naming that migration.
 //! - **Checksums.** Every stored blob carries a checksum written with it (`checksum.rs`), and
 //!   every read compares it before a byte of the blob is used: a mismatch is
 //!   [`Error::Corrupt`] naming the table and key ([`Place`]), never data.
@@ -89,8 +89,8 @@ mod url;
 
 pub use backend::{Backend, Migrated, ReadStore, Store};
 pub use error::{
-    Bug, Corruption, Damage, Error, Incompatible, Place, ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade,
-    row_format_mismatch, upgrade_needed,
+    Bug, Corruption, Damage, Error, Incompatible, Place, ROW_FORMAT, UPGRADABLE_FORMATS, Upgrade,
+    row_format_mismatch, upgradable, upgrade_needed,
 };
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,

@@ -6,8 +6,10 @@
 
 use super::partitions::partitions;
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
+use crate::segments::{LEDGER, ORACLE, Table};
 use crate::{PgConfig, PgStore};
 use storage::Error;
+use storage::suite::damage;
 use storage::suite::golden::{check_answers, fixture};
 
 /// A new test database holding the dump `name`, or `None` when the test skips.
@@ -114,14 +116,11 @@ fn a_database_of_schema_5_in_row_format_3_is_refused_and_left_as_it_is() {
     );
 }
 
-/// Row format 4 is format 5 without checksums: the writer (`server ingest`) and a serving store
-/// refuse it untouched, naming `server migrate`, which upgrades it; then it answers as it did.
-#[test]
-fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
-    let test = "a_database_of_schema_6_in_row_format_4";
-    let Some(db) = load(test, "schema6-format4.pg.sql") else {
-        return;
-    };
+/// The fixture `name`, of the upgradable row format `format`, is refused by the writer (`server
+/// ingest`) and a serving store, naming `server migrate`, and left as it was; the loaded
+/// database is returned for the upgrade.
+fn refused_until_migrated(test: &str, name: &str, format: u32) -> Option<TestDatabase> {
+    let db = load(test, name)?;
     let before = contents(&db);
     for refused in [
         PgStore::writer(db.url()).map(drop),
@@ -131,7 +130,7 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
             Err(Error::Incompatible(why)) => {
                 let message = why.to_string();
                 assert!(
-                    message.contains("rows in format 4")
+                    message.contains(&format!("rows in format {format}"))
                         && message.contains("run `server migrate --db URL`"),
                     "{message}"
                 )
@@ -140,34 +139,125 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
         }
     }
     assert!(contents(&db) == before, "the fixture was changed");
-    drop(db);
-    answers_as_it_did(test, "schema6-format4.pg.sql", "format4.answers");
+    Some(db)
 }
 
-/// The lines of format 5 are those of format 4: the same stream answers the same file.
-#[test]
-fn a_database_of_schema_7_in_row_format_5_answers_as_it_did() {
-    answers_as_it_did(
-        "a_database_of_schema_7_in_row_format_5",
-        "schema7-format5.pg.sql",
-        "format4.answers",
-    );
+/// Every stored unit of the store at `db` verified by a scrub, none damaged.
+fn scrubs_clean(db: &TestDatabase) {
+    damage::scrubs_clean(&PgStore::open(db.url(), PgConfig::default()).unwrap());
 }
 
-/// A database that this version wrote, partitioned (16 partitions, the default).
+/// Row format 4 is format 6 without checksums: refused until `server migrate` upgrades it, then
+/// it answers as it did.
 #[test]
-fn a_database_of_schema_8_in_row_format_5_answers_as_it_did() {
+fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
+    let test = "a_database_of_schema_6_in_row_format_4";
+    let Some(db) = refused_until_migrated(test, "schema6-format4.pg.sql", 4) else {
+        return;
+    };
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!((migrated.from, migrated.to), (6, 9));
+    check_migrated(&db, "format4.answers");
+    scrubs_clean(&db);
+}
+
+/// Row format 5 is format 6 with CRC32C checksums: refused until `server migrate` replaces them
+/// (and partitions the tables, migration 8), then it answers as it did.
+#[test]
+fn a_database_of_schema_7_in_row_format_5_is_refused_until_migrated_then_answers_as_it_did() {
+    let test = "a_database_of_schema_7_in_row_format_5";
+    let Some(db) = refused_until_migrated(test, "schema7-format5.pg.sql", 5) else {
+        return;
+    };
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!((migrated.from, migrated.to), (7, 9));
+    check_migrated(&db, "format4.answers");
+    scrubs_clean(&db);
+}
+
+/// A partitioned database of row format 5 (16 partitions, the default): the same.
+#[test]
+fn a_database_of_schema_8_in_row_format_5_is_refused_until_migrated_then_answers_as_it_did() {
     let test = "a_database_of_schema_8_in_row_format_5";
-    let Some(db) = load(test, "schema8-format5.pg.sql") else {
+    let Some(db) = refused_until_migrated(test, "schema8-format5.pg.sql", 5) else {
+        return;
+    };
+    assert_eq!(partitions(&db), [16, 16]);
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!((migrated.from, migrated.to), (8, 9));
+    check_migrated(&db, "format4.answers");
+    scrubs_clean(&db);
+}
+
+/// A blob of format 5 damaged before the upgrade (its CRC32C no longer matches) is never vouched
+/// for by a new checksum: after `migrate` the export that reads it still fails, and the scrub
+/// names it and nothing else.
+#[test]
+fn damage_in_row_format_5_is_still_found_after_the_upgrade() {
+    let Some(db) = load("damage_in_row_format_5", "schema8-format5.pg.sql") else {
+        return;
+    };
+    let mut client = db.client();
+    let row = client
+        .query_one(
+            "SELECT p.hex, s.last_time, s.csv FROM ledger_segments s \
+             JOIN parties p ON p.id = s.party ORDER BY p.hex, s.last_time LIMIT 1",
+            &[],
+        )
+        .unwrap();
+    let (party, last_time, mut csv): (Vec<u8>, i64, Vec<u8>) = (row.get(0), row.get(1), row.get(2));
+    let at = csv.len() - 1;
+    csv[at] ^= 0x01;
+    let changed = client
+        .execute(
+            "UPDATE ledger_segments SET csv = $1 \
+             WHERE party = (SELECT id FROM parties WHERE hex = $2) AND last_time = $3",
+            &[&csv, &party, &last_time],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    PgStore::migrate(db.url()).unwrap();
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    damage::found_after_upgrade(&store, &party);
+}
+
+/// Row format 6, as this version writes it (partitioned, 16 partitions).
+#[test]
+fn a_database_of_schema_9_in_row_format_6_answers_as_it_did() {
+    let test = "a_database_of_schema_9_in_row_format_6";
+    let Some(db) = load(test, "schema9-format6.pg.sql") else {
         return;
     };
     assert_eq!(partitions(&db), [16, 16]);
     drop(db);
-    answers_as_it_did(test, "schema8-format5.pg.sql", "format4.answers");
+    answers_as_it_did(test, "schema9-format6.pg.sql", "format4.answers");
+}
+
+/// The rows of a table of segments as text, in order, each packed blob's checksum (its bytes 5
+/// to 8) zeroed: what an upgrade that replaces the checksums keeps.
+fn segments_without_sums(client: &mut postgres::Client, table: &Table) -> String {
+    let (name, lines) = (table.name, table.lines);
+    let zeroed = |column: &str| {
+        format!("to_jsonb(overlay({column} placing '\\x00000000'::bytea from 5 for 4))")
+    };
+    client
+        .query_one(
+            &format!(
+                "SELECT '{name}: ' || coalesce(string_agg(r, ' ' ORDER BY r), '') FROM ( \
+                 SELECT jsonb_set(jsonb_set(to_jsonb(s), '{{{lines}}}', {}), '{{keys}}', {})::text \
+                 AS r FROM {name} s) t",
+                zeroed(lines),
+                zeroed("keys"),
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0)
 }
 
 /// Migration 8 moves every segment of a database of schema 7 into the partitions asked for,
-/// each stored row as it was, and the database answers as it did.
+/// each stored row as it was but for the checksums migration 9 replaces, and the database
+/// answers as it did.
 #[test]
 fn a_database_of_schema_7_is_partitioned_as_asked_keeping_every_segment() {
     let Some(db) = load(
@@ -178,12 +268,12 @@ fn a_database_of_schema_7_is_partitioned_as_asked_keeping_every_segment() {
     };
     let segments = |db: &TestDatabase| {
         let mut client = db.client();
-        ["ledger_segments", "oracle_segments"].map(|table| rows(&mut client, table))
+        [&LEDGER, &ORACLE].map(|table| segments_without_sums(&mut client, table))
     };
     let before = segments(&db);
     assert!(before.iter().all(|rows| rows.len() > 1000), "{before:?}");
     let migrated = PgStore::migrate_with(db.url(), Some(3)).unwrap();
-    assert_eq!((migrated.from, migrated.to), (7, 8));
+    assert_eq!((migrated.from, migrated.to), (7, 9));
     assert_eq!(partitions(&db), [3, 3]);
     assert!(segments(&db) == before, "a segment changed");
     check_migrated(&db, "format4.answers");

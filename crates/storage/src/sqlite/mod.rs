@@ -77,9 +77,9 @@ impl SqliteStore {
     ///
     /// A file that holds another program's tables is refused with [`Error::Incompatible`] and
     /// left untouched; so is one whose rows are in another row format.
-    /// Rows of the [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) (format 4, without
-    /// checksums) are refused too, the message naming [`SqliteStore::migrate`]'s command: only
-    /// that upgrades them.
+    /// Rows of the [`UPGRADABLE_FORMATS`](crate::UPGRADABLE_FORMATS) (format 4, without
+    /// checksums, and 5, with CRC32C ones) are refused too, the message naming
+    /// [`SqliteStore::migrate`]'s command: only that upgrades them.
     pub fn open(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
         migrate_file(&path, crate::error::Upgrade::Refuse)?;
@@ -94,9 +94,10 @@ impl SqliteStore {
 
     /// Creates or upgrades the database at `path` (`server migrate`), and says from which
     /// schema version: as [`SqliteStore::open`], and rows of the
-    /// [`UPGRADABLE_FORMAT`](crate::UPGRADABLE_FORMAT) are upgraded to
-    /// [`ROW_FORMAT`](crate::ROW_FORMAT) by computing their checksums (schema migration 7,
-    /// which copies every segment and datum once).
+    /// [`UPGRADABLE_FORMATS`](crate::UPGRADABLE_FORMATS) are upgraded to
+    /// [`ROW_FORMAT`](crate::ROW_FORMAT) by computing their checksums (schema migration 7 from
+    /// format 4, which copies every segment and datum once; migration 8 from format 5, which
+    /// rewrites their checksums in place).
     pub fn migrate(path: impl AsRef<Path>) -> Result<Migrated, Error> {
         migrate_file(path.as_ref(), crate::error::Upgrade::Rows)
     }

@@ -13,7 +13,7 @@ use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 use super::map_err;
 use crate::backend::Migrated;
-use crate::error::{ROW_FORMAT, UPGRADABLE_FORMAT, Upgrade, row_format_mismatch, upgrade_needed};
+use crate::error::{ROW_FORMAT, Upgrade, row_format_mismatch, upgradable, upgrade_needed};
 use crate::{Error, Incompatible, checksum};
 
 /// The value of `created_by` in `schema_info` that marks a database as ours.
@@ -145,14 +145,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE blocks;
     ALTER TABLE blocks_by_hash RENAME TO blocks;
     ",
-    // 7: row format 5, a checksum beside every blob (`checksum.rs`), computed here by the
-    // `crc32c` function `migrate` registers. The checksums come before the blobs in the record,
-    // so that reading them never walks a blob's overflow pages (columns added at the end would
-    // sit behind `keys`): both tables are rebuilt, every row copied. The lines are those of
-    // format 4, so a database of format 4 is upgraded in place; only `server migrate` runs this
-    // over rows (`migrate`'s `upgrade`). Checksums computed here vouch for the bytes as they
-    // are now: damage from before the upgrade is only found by `server check --deep` (which
-    // checks every segment's index) or not at all.
+    // 7: row format 5 (6 today), a checksum beside every blob (`checksum.rs`), computed here by the
+    // `checksum` function `migrate` registers: today's checksum, so that a database of format 4
+    // is labelled with today's format (6) at once, and migration 8 leaves it. (Until format 6
+    // this computed format 5's CRC32C and labelled format 5.) The checksums come before the
+    // blobs in the record, so that reading them never walks a blob's overflow pages (columns
+    // added at the end would sit behind `keys`): both tables are rebuilt, every row copied. The
+    // lines are those of format 4, so a database of format 4 is upgraded in place; only
+    // `server migrate` runs this over rows (`migrate`'s `upgrade`). Checksums computed here
+    // vouch for the bytes as they are now: damage from before the upgrade is only found by
+    // `server check --deep` (which checks every segment's index) or not at all.
     "
     CREATE TABLE ledger_segments_summed (
         party INTEGER NOT NULL,
@@ -169,7 +171,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO ledger_segments_summed
         SELECT party, last_time, last_block, last_seq, last_idx, first_time, lines,
-               crc32c(csv), crc32c(keys), csv, keys
+               checksum(csv), checksum(keys), csv, keys
         FROM ledger_segments ORDER BY party, last_time, last_block, last_seq, last_idx;
     DROP TABLE ledger_segments;
     ALTER TABLE ledger_segments_summed RENAME TO ledger_segments;
@@ -183,18 +185,33 @@ pub(super) const MIGRATIONS: &[&str] = &[
         json BLOB NOT NULL,
         PRIMARY KEY (vega_time, block, seq)
     ) WITHOUT ROWID;
-    INSERT INTO oracle_data_summed SELECT vega_time, block, seq, crc32c(json), json FROM oracle_data;
+    INSERT INTO oracle_data_summed
+        SELECT vega_time, block, seq, checksum(json), json FROM oracle_data;
     DROP TABLE oracle_data;
     ALTER TABLE oracle_data_summed RENAME TO oracle_data;
-    UPDATE schema_info SET value = '5' WHERE key = 'row_format' AND value = '4';
+    UPDATE schema_info SET value = '6' WHERE key = 'row_format' AND value = '4';
+    ",
+    // 8: row format 6, XXH3 checksums instead of format 5's CRC32C (`checksum.rs`): every sum
+    // of a database of format 5 replaced in place by the `upgraded_sum` function `migrate`
+    // registers, which compares the old sum first and stores one that never matches where it
+    // did not (`checksum::carried`), so damage from before stays found. The blobs are
+    // unchanged. Only `server migrate` runs this over rows; a database of any other format
+    // (one that migration 7 just upgraded from format 4, a new one) is left as it is.
+    "
+    UPDATE ledger_segments
+        SET csv_sum = upgraded_sum(csv, csv_sum), keys_sum = upgraded_sum(keys, keys_sum)
+        WHERE (SELECT value FROM schema_info WHERE key = 'row_format') = '5';
+    UPDATE oracle_data SET sum = upgraded_sum(json, sum)
+        WHERE (SELECT value FROM schema_info WHERE key = 'row_format') = '5';
+    UPDATE schema_info SET value = '6' WHERE key = 'row_format' AND value = '5';
     ",
 ];
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
 /// and, once migrated, that its rows are in this program's format; says from which version.
-/// Rows of the [`UPGRADABLE_FORMAT`] are only upgraded with [`Upgrade::Rows`]; otherwise a
-/// database that holds them is refused untouched, the message naming `server migrate --db
-/// <path>`.
+/// Rows of the [`UPGRADABLE_FORMATS`](crate::UPGRADABLE_FORMATS) are only upgraded with
+/// [`Upgrade::Rows`]; otherwise a database that holds them is refused untouched, the message
+/// naming `server migrate --db <path>`.
 pub(super) fn migrate(
     conn: &mut Connection,
     upgrade: Upgrade,
@@ -227,31 +244,22 @@ pub(super) fn migrate(
     // Rows of another format are refused before any migration touches the file (migration 5
     // copies every segment): they are re-ingested, never converted. A database records its
     // format from migration 2 on.
-    // Rows of the upgradable format are upgraded by migration 7, but only when asked to: a
-    // database without a block holds no rows, and its format is only a label.
+    // Rows of the upgradable formats are upgraded by migrations 7 and 8, but only when asked
+    // to: a database without a block holds no rows, and its format is only a label.
     if version >= 2 {
-        if row_format(conn)? == UPGRADABLE_FORMAT.to_string() {
+        let format = row_format(conn)?;
+        if upgradable(&format) {
             if upgrade == Upgrade::Refuse && !holds_no_block(conn)? {
-                return Err(upgrade_needed(&format!(
-                    "server migrate --db {}",
-                    path.display()
-                )));
+                return Err(upgrade_needed(
+                    &format,
+                    &format!("server migrate --db {}", path.display()),
+                ));
             }
         } else {
             check_row_format(conn)?;
         }
     }
-    // Migration 7 computes checksums in SQL.
-    conn.create_scalar_function(
-        "crc32c",
-        1,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            let bytes = ctx.get_raw(0).as_bytes()?;
-            Ok(checksum::to_sql(checksum::of(bytes)))
-        },
-    )
-    .map_err(map_err)?;
+    register_checksums(conn)?;
     // The migrations set the row formats of their day; a database that holds no block yet
     // holds no rows of any format, so it is labelled with today's in the same transactions.
     // Decided per transaction from the file, not from what this process saw when it opened it:
@@ -287,6 +295,28 @@ pub(super) fn migrate(
         from: schema(version),
         to: schema(known),
     })
+}
+
+/// The SQL functions by which migrations 7 and 8 compute checksums: `checksum(blob)`, today's
+/// checksum of a blob, and `upgraded_sum(blob, sum)`, today's for a blob whose format-5
+/// checksum `sum` was compared (`checksum::carried`).
+fn register_checksums(conn: &Connection) -> Result<(), Error> {
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("checksum", 1, flags, |ctx| {
+        let bytes = ctx.get_raw(0).as_bytes()?;
+        Ok(checksum::to_sql(checksum::of(bytes)))
+    })
+    .map_err(map_err)?;
+    conn.create_scalar_function("upgraded_sum", 2, flags, |ctx| {
+        let bytes = ctx.get_raw(0).as_bytes()?;
+        let old = ctx.get::<i64>(1)?;
+        let whole = u32::try_from(old).is_ok_and(|old| checksum::format_5::of(bytes) == old);
+        Ok(checksum::to_sql(checksum::carried(
+            checksum::of(bytes),
+            whole,
+        )))
+    })
+    .map_err(map_err)
 }
 
 /// Whether the database holds no block: then it holds no rows either (every batch an ingest

@@ -229,10 +229,11 @@ fn damaged_segment_rows_are_corrupt_not_a_panic_or_a_count() {
         other => panic!("expected Error::Corrupt, got {other:?}"),
     }
     // A segment without lines names no asset in the examples.
-    // (The checksum of no bytes is 0.)
-    damage(
-        "UPDATE ledger_segments SET lines = 0, csv = x'', keys = x'', csv_sum = 0, keys_sum = 0",
-    );
+    let empty = crate::checksum::of(b"");
+    damage(&format!(
+        "UPDATE ledger_segments SET lines = 0, csv = x'', keys = x'', csv_sum = {empty}, \
+         keys_sum = {empty}"
+    ));
     let examples = temp.store.examples().unwrap();
     assert_eq!(examples.asset, None);
 }

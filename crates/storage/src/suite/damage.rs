@@ -3,6 +3,7 @@
 //! units (`sqlite/tests/damage.rs`, `postgres/tests/damage.rs`); these functions fill the store
 //! and check the reads.
 
+use ledger_core::{ExportFilter, PartyId, TimeRange};
 use oracle_core::{PageRequest, PaginationParams};
 
 use super::{Store, export, filter, ledger_row, oracle_row, spec_labels};
@@ -121,4 +122,35 @@ pub fn check(store: &impl Store, unit: Unit, table: &str) {
     }
     assert_eq!(export(store, &filter(2, None, None, None)).0, ["two-a"]);
     store.check().unwrap();
+}
+
+/// A store in which nothing is damaged: a scrub reads at least ten units and finds nothing.
+#[track_caller]
+pub fn scrubs_clean(store: &impl Store) {
+    let scrub = store.scrub(&mut |_| {}).unwrap();
+    assert!(scrub.units >= 10 && scrub.findings.is_empty(), "{scrub:?}");
+}
+
+/// A store upgraded from a database in which one ledger segment of `party` (its 32 id bytes)
+/// was damaged: the party's export still fails as [`Error::Corrupt`] for its checksum, and a
+/// scrub names that segment and nothing else.
+#[track_caller]
+pub fn found_after_upgrade(store: &impl Store, party: &[u8]) {
+    let filter = ExportFilter {
+        party: PartyId::from_bytes(party.try_into().expect("32 id bytes")),
+        asset: None,
+        range: TimeRange::new(None, None).unwrap(),
+    };
+    let mut sink = super::Collect::default();
+    match store.export_ledger(&filter, &mut sink) {
+        Err(Error::Corrupt(what)) => assert!(what.to_string().contains("checksum"), "{what}"),
+        other => panic!("expected Error::Corrupt, got {other:?}"),
+    }
+    let scrub = store.scrub(&mut |_| {}).unwrap();
+    assert_eq!(scrub.findings.len(), 1, "{scrub:?}");
+    let place = scrub.findings[0]
+        .place
+        .as_ref()
+        .expect("the damage is placed");
+    assert_eq!(place.table, "ledger_segments", "{place}");
 }

@@ -9,6 +9,7 @@ use tempfile::TempDir;
 
 use super::files;
 use crate::sqlite::{SqliteConfig, SqliteStore};
+use crate::suite::damage;
 use crate::suite::golden::{check_answers, fixture};
 use crate::{Error, Health};
 
@@ -73,18 +74,18 @@ fn a_database_of_schema_5_in_row_format_3_is_refused_and_left_as_it_is() {
     refused_and_left_as_it_is("schema5-format3.sqlite", 3);
 }
 
-/// Row format 4 is format 5 without checksums: every command but `migrate` refuses it untouched,
-/// naming the command that upgrades it; once upgraded it answers as it did, and its checksums
-/// are verified by every read (`check_answers` reads every party's export and the pages).
-#[test]
-fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
-    let (dir, path) = temp_copy("schema6-format4.sqlite");
+/// Opening a copy of the fixture `name`, whose rows are of the upgradable row format `format`, is
+/// refused naming the command that upgrades it, and leaves every file as it was; the copy and its
+/// directory are returned for the upgrade.
+#[track_caller]
+fn refused_until_migrated(name: &str, format: u32) -> (TempDir, PathBuf) {
+    let (dir, path) = temp_copy(name);
     let before = files(dir.path());
     match SqliteStore::open(&path, SqliteConfig::default()) {
         Err(Error::Incompatible(why)) => {
             let message = why.to_string();
             assert!(
-                message.contains("rows in format 4")
+                message.contains(&format!("rows in format {format}"))
                     && message.contains(&format!("run `server migrate --db {}`", path.display())),
                 "{message}"
             )
@@ -92,13 +93,63 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
         other => panic!("expected Error::Incompatible, got {other:?}"),
     }
     assert!(files(dir.path()) == before, "the fixture was changed");
-    SqliteStore::migrate(&path).unwrap();
-    answers_from(&path, "format4.answers");
+    (dir, path)
 }
 
-/// The lines of format 5 are those of format 4, so a database of format 5 made from the same
-/// stream answers the same answers file.
+/// Row format 4 is format 6 without checksums: every command but `migrate` refuses it untouched,
+/// naming the command that upgrades it; once upgraded it answers as it did, and its checksums
+/// are verified by every read (`check_answers` reads every party's export and the pages).
 #[test]
-fn a_database_of_schema_7_in_row_format_5_answers_as_it_did() {
-    answers_as_it_did("schema7-format5.sqlite", "format4.answers");
+fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
+    let (_dir, path) = refused_until_migrated("schema6-format4.sqlite", 4);
+    let migrated = SqliteStore::migrate(&path).unwrap();
+    assert_eq!((migrated.from, migrated.to), (6, 8));
+    answers_from(&path, "format4.answers");
+    damage::scrubs_clean(&SqliteStore::open(&path, SqliteConfig::default()).unwrap());
+}
+
+/// Row format 5 is format 6 with CRC32C checksums: refused the same way, then upgraded in place
+/// (migration 8), every segment and datum verified by its new checksum (`check_answers` reads
+/// them all, and so does the scrub).
+#[test]
+fn a_database_of_schema_7_in_row_format_5_is_refused_until_migrated_then_answers_as_it_did() {
+    let (_dir, path) = refused_until_migrated("schema7-format5.sqlite", 5);
+    let migrated = SqliteStore::migrate(&path).unwrap();
+    assert_eq!((migrated.from, migrated.to), (7, 8));
+    answers_from(&path, "format4.answers");
+    damage::scrubs_clean(&SqliteStore::open(&path, SqliteConfig::default()).unwrap());
+}
+
+/// A blob of format 5 damaged before the upgrade (its CRC32C no longer matches) is never vouched
+/// for by a new checksum: after `migrate` the export that reads it still fails, and the scrub
+/// names it and nothing else.
+#[test]
+fn damage_in_row_format_5_is_still_found_after_the_upgrade() {
+    let (_dir, path) = temp_copy("schema7-format5.sqlite");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (rowid, party, mut csv): (i64, Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT s.rowid, p.hex, s.csv FROM ledger_segments s JOIN parties p ON p.id = s.party \
+             ORDER BY s.rowid LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    let at = csv.len() / 2;
+    csv[at] ^= 0x01;
+    conn.execute(
+        "UPDATE ledger_segments SET csv = ?1 WHERE rowid = ?2",
+        rusqlite::params![csv, rowid],
+    )
+    .unwrap();
+    drop(conn);
+    SqliteStore::migrate(&path).unwrap();
+    let store = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+    damage::found_after_upgrade(&store, &party);
+}
+
+/// Row format 6, as this version writes it: the lines of format 4 with XXH3 checksums.
+#[test]
+fn a_database_of_schema_8_in_row_format_6_answers_as_it_did() {
+    answers_as_it_did("schema8-format6.sqlite", "format4.answers");
 }
