@@ -34,7 +34,7 @@ const LATENCY_TIME_LIMIT: Duration = Duration::from_secs(60);
 
 /// Requests of each case before the timed ones, so that the first samples do not pay for cold
 /// caches.
-const WARM_UP: u32 = 10;
+pub(crate) const WARM_UP: u32 = 10;
 
 /// Bound on one client's requests in a throughput run, besides its deadline.
 const MAX_REQUESTS_PER_CLIENT: u64 = 10_000_000;
@@ -235,7 +235,11 @@ pub(crate) async fn throughput_run(
 }
 
 /// One GET that must answer 200.
-async fn request(connection: &mut Connection, path: &str, body: &mut Vec<u8>) -> Result<()> {
+pub(crate) async fn request(
+    connection: &mut Connection,
+    path: &str,
+    body: &mut Vec<u8>,
+) -> Result<()> {
     let status = tokio::time::timeout(REQUEST_TIMEOUT, connection.get(path, Accept::Json, body))
         .await
         .with_context(|| format!("{path}: no answer within {REQUEST_TIMEOUT:?}"))??;

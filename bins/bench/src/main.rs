@@ -20,6 +20,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod against;
 mod dataset;
 mod export;
 mod http_client;
@@ -127,6 +128,13 @@ struct Cli {
     /// after their first bytes, the same pages again; three rounds, on SQLite.
     #[arg(long, conflicts_with_all = ["ingest_formats", "socket", "scale", "db"])]
     abort_storm: bool,
+    /// Measure only this server binary against another one: both serve the database (the one
+    /// `--server` ingested; with --db PostgreSQL's too) at once, page cache off, and the client
+    /// alternates between them request by request for the whale's export and each page case:
+    /// what a change costs, set apart from the machine's drift (`against.rs`).
+    #[arg(long, value_name = "SERVER", conflicts_with_all =
+          ["ingest_formats", "socket", "scale", "abort_storm", "page_cache_mib"])]
+    against: Option<PathBuf>,
 }
 
 /// The `serve` flags of `--rate-limited`: nobody exempt, a billion requests a second.
@@ -202,6 +210,9 @@ fn run(cli: Cli) -> Result<()> {
         .context("cannot start the async runtime")?;
     if cli.abort_storm {
         return abort_storm(&cli, &runtime, &server, &dir, &ingest.manifest);
+    }
+    if let Some(other) = &cli.against {
+        return against(&cli, &runtime, [&server, other], &dir, ingest, pg.as_ref());
     }
     let (manifest, dataset_reused) = (ingest.manifest.clone(), ingest.dataset_reused);
     let db = dataset::db_path(&dir);
@@ -290,6 +301,59 @@ fn abort_storm(
     write_json(&dir.join("storm.json"), &result)?;
     if let Some(path) = &cli.json {
         write_json(path, &result)?;
+    }
+    Ok(())
+}
+
+/// `--against`: measures `servers[0]` against `servers[1]` on SQLite's database and, with
+/// `--db`, on PostgreSQL's (`against.rs`).
+fn against(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+    servers: [&Path; 2],
+    dir: &Path,
+    ingest: dataset::Ingested,
+    pg: Option<&postgres::PgTarget>,
+) -> Result<()> {
+    let other = process::locate_server(Some(servers[1]))?;
+    against::warn_if_same(servers[0], &other)?;
+    let flags: Vec<String> = if cli.rate_limited {
+        RATE_LIMITED_FLAGS.map(String::from).to_vec()
+    } else {
+        Vec::new()
+    };
+    let db = dataset::db_path(dir);
+    let mut targets = vec![("sqlite", db.into_os_string())];
+    if let Some(pg) = pg {
+        postgres::ingest_step(
+            dir,
+            servers[0],
+            pg,
+            &ingest.manifest,
+            ingest.dataset_reused,
+            cli.reingest,
+        )?;
+        targets.push(("postgres", pg.url.clone().into()));
+    }
+    let mut all = Vec::new();
+    for (backend, db) in &targets {
+        let plan = against::Plan {
+            ours: servers[0],
+            other: &other,
+            db,
+            backend,
+            dir,
+            flags: &flags,
+            export_runs: cli.export_runs,
+            page_requests: cli.requests,
+        };
+        let comparison = runtime.block_on(against::run(&plan, &ingest.manifest))?;
+        println!("{}", against::render(&comparison));
+        all.push(comparison);
+    }
+    write_json(&dir.join("against.json"), &all)?;
+    if let Some(path) = &cli.json {
+        write_json(path, &all)?;
     }
     Ok(())
 }

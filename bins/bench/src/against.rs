@@ -1,0 +1,243 @@
+//! `--against OTHER`: two server binaries serving the same database at once, the client
+//! alternating between them request by request, the order swapped every round, so that the
+//! noise of a shared machine and the operating system's cache fall on both alike. It sets apart
+//! what one change costs, a few percent that separate runs of the bench cannot resolve: the
+//! checksum check of every read against a build without it (docs/PERFORMANCE.md, "Checksums on
+//! every read").
+//!
+//! Both serve with the page cache off, so that every page is read from the store. Measured: the
+//! whale's export read whole, and each page case's latency on one keep-alive connection per
+//! server. Ratios are ours over the other's: rows/s for the export, 1/p50 for pages, so below
+//! 1.0 means ours is slower.
+
+use std::ffi::OsStr;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::dataset::Manifest;
+use crate::http_client::{self, Connection, FAST_BUFFER};
+use crate::listing::{self, PageCase};
+use crate::process::ServerProcess;
+use crate::stats::Summary;
+use crate::{export, process};
+
+/// What to compare.
+pub(crate) struct Plan<'a> {
+    /// The binary measured (`--server`).
+    pub(crate) ours: &'a Path,
+    /// The binary it is measured against (`--against`).
+    pub(crate) other: &'a Path,
+    /// The database both serve: a path or a URL.
+    pub(crate) db: &'a OsStr,
+    /// The backend's name, for the report.
+    pub(crate) backend: &'static str,
+    /// Where each server's log and address file go (a directory each below it).
+    pub(crate) dir: &'a Path,
+    /// Flags both servers get besides the page cache's.
+    pub(crate) flags: &'a [String],
+    /// Whole exports of the whale from each.
+    pub(crate) export_runs: u32,
+    /// Timed requests of each page case to each.
+    pub(crate) page_requests: u32,
+}
+
+/// One figure of both servers.
+#[derive(Debug, Serialize)]
+pub(crate) struct Pair {
+    pub(crate) name: String,
+    pub(crate) path: String,
+    pub(crate) ours: Summary,
+    pub(crate) other: Summary,
+    /// The other's p50 over ours: ours' rows/s (or requests/s) over the other's.
+    pub(crate) ratio: f64,
+}
+
+impl Pair {
+    fn new(name: &str, path: &str, samples: [Vec<Duration>; 2]) -> Self {
+        let [ours, other] = samples.map(|samples| Summary::of(&samples));
+        Self {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            ratio: other.p50_ms / ours.p50_ms.max(1e-9),
+            ours,
+            other,
+        }
+    }
+}
+
+/// The comparison on one backend.
+#[derive(Debug, Serialize)]
+pub(crate) struct Comparison {
+    pub(crate) backend: &'static str,
+    pub(crate) ours: String,
+    pub(crate) other: String,
+    /// The whale's export, its bytes (the same from both, or the run fails).
+    pub(crate) export_bytes: u64,
+    pub(crate) export: Pair,
+    pub(crate) pages: Vec<Pair>,
+}
+
+/// Serves the database with both binaries and measures them alternately.
+pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparison> {
+    let mut flags = plan.flags.to_vec();
+    flags.extend(["--page-cache-mib".to_owned(), "0".to_owned()]);
+    let start = |binary: &Path, name: &str| -> Result<ServerProcess> {
+        let dir: PathBuf = plan.dir.join(format!("against-{}-{name}", plan.backend));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        eprintln!(
+            "bench: starting {} serve --db {}",
+            binary.display(),
+            storage::redact(&plan.db.to_string_lossy())
+        );
+        ServerProcess::start_with(binary, plan.db, &dir, &flags)
+    };
+    let servers = [start(plan.ours, "ours")?, start(plan.other, "other")?];
+    let addrs = [servers[0].addr, servers[1].addr];
+    for addr in addrs {
+        http_client::wait_until_ready(addr, Duration::from_secs(30)).await?;
+    }
+    let whale = &export::cases(&manifest.dataset)[0];
+    eprintln!(
+        "bench: {} whale export, both servers alternately x{}",
+        plan.backend, plan.export_runs
+    );
+    // One untimed export from each first, for the operating system's cache.
+    let mut bytes = [0; 2];
+    for (addr, bytes) in addrs.iter().zip(&mut bytes) {
+        *bytes = export::once(*addr, &whale.path).await?.bytes;
+    }
+    if bytes[0] != bytes[1] {
+        bail!(
+            "the two servers' exports differ: {} and {} bytes",
+            bytes[0],
+            bytes[1]
+        );
+    }
+    let export_times = alternately(plan.export_runs, addrs, |addr| async move {
+        let run = export::once(addr, &whale.path).await?;
+        Ok(run.time)
+    })
+    .await?;
+    let export = Pair::new(whale.name, &whale.path, export_times);
+
+    let walk = listing::walk(addrs[0], manifest.generated.oracle_data).await?;
+    let mut pages = Vec::new();
+    for case in listing::cases(&manifest.dataset, &walk) {
+        eprintln!(
+            "bench: {} page {}, both servers alternately x{}",
+            plan.backend, case.name, plan.page_requests
+        );
+        pages.push(page_pair(addrs, &case, plan.page_requests).await?);
+    }
+    let [ours, other] = [0, 1].map(|which| servers[which].command.clone());
+    for server in servers {
+        server.stop()?;
+    }
+    Ok(Comparison {
+        backend: plan.backend,
+        ours,
+        other,
+        export_bytes: bytes[0],
+        export,
+        pages,
+    })
+}
+
+/// `rounds` runs of `once` on each server, alternating, the order swapped every round so that
+/// neither always goes first; the durations of each server's runs.
+async fn alternately<F, Fut>(
+    rounds: u32,
+    addrs: [SocketAddr; 2],
+    mut once: F,
+) -> Result<[Vec<Duration>; 2]>
+where
+    F: FnMut(SocketAddr) -> Fut,
+    Fut: Future<Output = Result<Duration>>,
+{
+    let mut samples = [Vec::new(), Vec::new()];
+    for round in 0..rounds as usize {
+        for turn in 0..2 {
+            let which = (round + turn) % 2;
+            samples[which].push(once(addrs[which]).await?);
+        }
+    }
+    Ok(samples)
+}
+
+/// One page case on a keep-alive connection to each server, its paths asked in turn, the two
+/// servers alternately.
+async fn page_pair(addrs: [SocketAddr; 2], case: &PageCase, requests: u32) -> Result<Pair> {
+    let mut connections = [
+        Connection::connect(addrs[0], FAST_BUFFER).await?,
+        Connection::connect(addrs[1], FAST_BUFFER).await?,
+    ];
+    let mut bodies = [Vec::new(), Vec::new()];
+    let nth = |round: usize| case.paths[round % case.paths.len()].as_str();
+    for round in 0..listing::WARM_UP as usize {
+        for (connection, body) in connections.iter_mut().zip(&mut bodies) {
+            listing::request(connection, nth(round), body).await?;
+        }
+    }
+    let mut samples = [Vec::new(), Vec::new()];
+    let first = listing::WARM_UP as usize;
+    for round in first..first + requests as usize {
+        for turn in 0..2 {
+            let which = (round + turn) % 2;
+            let sent = Instant::now();
+            listing::request(&mut connections[which], nth(round), &mut bodies[which]).await?;
+            samples[which].push(sent.elapsed());
+        }
+        if bodies[0] != bodies[1] {
+            bail!("the two servers answered {} differently", nth(round));
+        }
+    }
+    Ok(Pair::new(case.name, case.path(), samples))
+}
+
+/// The comparison as a table.
+pub(crate) fn render(comparison: &Comparison) -> String {
+    let mut out = format!(
+        "{}: ours = {}\n{}  other = {}\n",
+        comparison.backend,
+        comparison.ours,
+        " ".repeat(comparison.backend.len()),
+        comparison.other
+    );
+    out.push_str("case | ours p50 (ms) | other p50 (ms) | ours/other (rows/s, 1/p50)\n");
+    let export_name = format!(
+        "{} ({:.1} MB)",
+        comparison.export.name,
+        comparison.export_bytes as f64 / 1e6
+    );
+    for (name, pair) in std::iter::once((export_name.as_str(), &comparison.export)).chain(
+        comparison
+            .pages
+            .iter()
+            .map(|pair| (pair.name.as_str(), pair)),
+    ) {
+        out.push_str(&format!(
+            "{name} | {:.3} | {:.3} | {:.3}\n",
+            pair.ours.p50_ms, pair.other.p50_ms, pair.ratio
+        ));
+    }
+    out
+}
+
+/// Says so when both binaries are the same build: allowed (the ratios then measure the method's
+/// own noise), but rarely what was meant.
+pub(crate) fn warn_if_same(ours: &Path, other: &Path) -> Result<()> {
+    if process::fingerprint(ours)? == process::fingerprint(other)? {
+        eprintln!(
+            "bench: note: {} and {} are the same build: the ratios measure the method's noise",
+            ours.display(),
+            other.display()
+        );
+    }
+    Ok(())
+}
