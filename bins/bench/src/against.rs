@@ -9,11 +9,20 @@
 //! whale's export read whole, and each page case's latency on one keep-alive connection per
 //! server. Ratios are ours over the other's: rows/s for the export, 1/p50 for pages, so below
 //! 1.0 means ours is slower.
+//!
+//! Two things made the same binary measured against itself differ by up to 15 % from one run to
+//! the next, each lasting as long as the server processes do (docs/PERFORMANCE.md, "Checksums
+//! on every read"): where the scheduler puts each server's threads beside the client's, and,
+//! for exports, something of each process's own memory. So both servers run on the machine's
+//! last CPU (`taskset`, when there are two CPUs or more and it is installed), the client left
+//! the others, and the measurements are made in [`ROUNDS`] rounds, each with two new server
+//! processes, their samples pooled.
 
 use std::ffi::OsStr;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -25,6 +34,9 @@ use crate::listing::{self, PageCase};
 use crate::process::ServerProcess;
 use crate::stats::Summary;
 use crate::{export, process};
+
+/// Rounds of measurement, each with two new server processes.
+pub(crate) const ROUNDS: u32 = 5;
 
 /// What to compare.
 pub(crate) struct Plan<'a> {
@@ -40,9 +52,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) dir: &'a Path,
     /// Flags both servers get besides the page cache's.
     pub(crate) flags: &'a [String],
-    /// Whole exports of the whale from each.
+    /// Whole exports of the whale from each, per round.
     pub(crate) export_runs: u32,
-    /// Timed requests of each page case to each.
+    /// Timed requests of each page case to each, per round.
     pub(crate) page_requests: u32,
 }
 
@@ -76,77 +88,123 @@ pub(crate) struct Comparison {
     pub(crate) backend: &'static str,
     pub(crate) ours: String,
     pub(crate) other: String,
+    /// The command both servers ran under (`taskset -c N`), if any.
+    pub(crate) pinned: Option<String>,
+    /// Rounds, each with two new server processes; the samples of all are pooled.
+    pub(crate) rounds: u32,
     /// The whale's export, its bytes (the same from both, or the run fails).
     pub(crate) export_bytes: u64,
     pub(crate) export: Pair,
     pub(crate) pages: Vec<Pair>,
 }
 
-/// Serves the database with both binaries and measures them alternately.
+/// Serves the database with both binaries and measures them alternately, in [`ROUNDS`] rounds.
 pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparison> {
     let mut flags = plan.flags.to_vec();
     flags.extend(["--page-cache-mib".to_owned(), "0".to_owned()]);
+    let launcher = pinned_launcher();
+    if launcher.is_empty() {
+        eprintln!("bench: note: the servers are not pinned to a CPU (one CPU, or no taskset)");
+    }
     let start = |binary: &Path, name: &str| -> Result<ServerProcess> {
         let dir: PathBuf = plan.dir.join(format!("against-{}-{name}", plan.backend));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        eprintln!(
-            "bench: starting {} serve --db {}",
-            binary.display(),
-            storage::redact(&plan.db.to_string_lossy())
-        );
-        ServerProcess::start_with(binary, plan.db, &dir, &flags)
+        ServerProcess::start_under(&launcher, binary, plan.db, &dir, &flags)
     };
-    let servers = [start(plan.ours, "ours")?, start(plan.other, "other")?];
-    let addrs = [servers[0].addr, servers[1].addr];
-    for addr in addrs {
-        http_client::wait_until_ready(addr, Duration::from_secs(30)).await?;
-    }
     let whale = &export::cases(&manifest.dataset)[0];
-    eprintln!(
-        "bench: {} whale export, both servers alternately x{}",
-        plan.backend, plan.export_runs
-    );
-    // One untimed export from each first, for the operating system's cache.
-    let mut bytes = [0; 2];
-    for (addr, bytes) in addrs.iter().zip(&mut bytes) {
-        *bytes = export::once(*addr, &whale.path).await?.bytes;
-    }
-    if bytes[0] != bytes[1] {
-        bail!(
-            "the two servers' exports differ: {} and {} bytes",
-            bytes[0],
-            bytes[1]
-        );
-    }
-    let export_times = alternately(plan.export_runs, addrs, |addr| async move {
-        let run = export::once(addr, &whale.path).await?;
-        Ok(run.time)
-    })
-    .await?;
-    let export = Pair::new(whale.name, &whale.path, export_times);
-
-    let walk = listing::walk(addrs[0], manifest.generated.oracle_data).await?;
-    let mut pages = Vec::new();
-    for case in listing::cases(&manifest.dataset, &walk) {
+    let mut export_times = [Vec::new(), Vec::new()];
+    let mut export_bytes = 0;
+    let mut pages: Vec<(&'static str, String, [Vec<Duration>; 2])> = Vec::new();
+    let mut commands = [String::new(), String::new()];
+    let mut cases = None;
+    for round in 1..=ROUNDS {
         eprintln!(
-            "bench: {} page {}, both servers alternately x{}",
-            plan.backend, case.name, plan.page_requests
+            "bench: {} round {round} of {ROUNDS}: {} against {}",
+            plan.backend,
+            plan.ours.display(),
+            plan.other.display()
         );
-        pages.push(page_pair(addrs, &case, plan.page_requests).await?);
+        let servers = [start(plan.ours, "ours")?, start(plan.other, "other")?];
+        let addrs = [servers[0].addr, servers[1].addr];
+        for addr in addrs {
+            http_client::wait_until_ready(addr, Duration::from_secs(30)).await?;
+        }
+        // One untimed export from each first, for the operating system's cache.
+        let mut bytes = [0; 2];
+        for (addr, bytes) in addrs.iter().zip(&mut bytes) {
+            *bytes = export::once(*addr, &whale.path).await?.bytes;
+        }
+        if bytes[0] != bytes[1] {
+            bail!(
+                "the two servers' exports differ: {} and {} bytes",
+                bytes[0],
+                bytes[1]
+            );
+        }
+        export_bytes = bytes[0];
+        let times = alternately(plan.export_runs, addrs, |addr| async move {
+            Ok(export::once(addr, &whale.path).await?.time)
+        })
+        .await?;
+        pool(&mut export_times, times);
+        if cases.is_none() {
+            let walk = listing::walk(addrs[0], manifest.generated.oracle_data).await?;
+            cases = Some(listing::cases(&manifest.dataset, &walk));
+        }
+        for (index, case) in cases.iter().flatten().enumerate() {
+            let samples = page_pair(addrs, case, plan.page_requests).await?;
+            match pages.get_mut(index) {
+                Some((_, _, pooled)) => pool(pooled, samples),
+                None => pages.push((case.name, case.path().to_owned(), samples)),
+            }
+        }
+        commands = [0, 1].map(|which| servers[which].command.clone());
+        for server in servers {
+            server.stop()?;
+        }
     }
-    let [ours, other] = [0, 1].map(|which| servers[which].command.clone());
-    for server in servers {
-        server.stop()?;
-    }
+    let [ours, other] = commands;
     Ok(Comparison {
         backend: plan.backend,
         ours,
         other,
-        export_bytes: bytes[0],
-        export,
-        pages,
+        pinned: (!launcher.is_empty()).then(|| launcher.join(" ")),
+        rounds: ROUNDS,
+        export_bytes,
+        export: Pair::new(whale.name, &whale.path, export_times),
+        pages: pages
+            .into_iter()
+            .map(|(name, path, samples)| Pair::new(name, &path, samples))
+            .collect(),
     })
+}
+
+/// Adds a round's samples of both servers to those pooled so far.
+fn pool(pooled: &mut [Vec<Duration>; 2], round: [Vec<Duration>; 2]) {
+    for (pooled, round) in pooled.iter_mut().zip(round) {
+        pooled.extend(round);
+    }
+}
+
+/// `taskset -c N`, N the machine's last CPU, when there are two or more and `taskset` runs;
+/// otherwise nothing.
+fn pinned_launcher() -> Vec<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let runs = Command::new("taskset")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if cpus < 2 || !runs {
+        return Vec::new();
+    }
+    vec![
+        "taskset".to_owned(),
+        "-c".to_owned(),
+        (cpus - 1).to_string(),
+    ]
 }
 
 /// `rounds` runs of `once` on each server, alternating, the order swapped every round so that
@@ -171,8 +229,12 @@ where
 }
 
 /// One page case on a keep-alive connection to each server, its paths asked in turn, the two
-/// servers alternately.
-async fn page_pair(addrs: [SocketAddr; 2], case: &PageCase, requests: u32) -> Result<Pair> {
+/// servers alternately; the durations of each server's requests.
+async fn page_pair(
+    addrs: [SocketAddr; 2],
+    case: &PageCase,
+    requests: u32,
+) -> Result<[Vec<Duration>; 2]> {
     let mut connections = [
         Connection::connect(addrs[0], FAST_BUFFER).await?,
         Connection::connect(addrs[1], FAST_BUFFER).await?,
@@ -197,17 +259,24 @@ async fn page_pair(addrs: [SocketAddr; 2], case: &PageCase, requests: u32) -> Re
             bail!("the two servers answered {} differently", nth(round));
         }
     }
-    Ok(Pair::new(case.name, case.path(), samples))
+    Ok(samples)
 }
 
 /// The comparison as a table.
 pub(crate) fn render(comparison: &Comparison) -> String {
     let mut out = format!(
-        "{}: ours = {}\n{}  other = {}\n",
+        "{}: ours = {}\n{}  other = {}\n{} rounds of two new servers{}\n",
         comparison.backend,
         comparison.ours,
         " ".repeat(comparison.backend.len()),
-        comparison.other
+        comparison.other,
+        comparison.rounds,
+        comparison
+            .pinned
+            .as_ref()
+            .map_or(String::new(), |launcher| format!(
+                ", both run by `{launcher}`"
+            )),
     );
     out.push_str("case | ours p50 (ms) | other p50 (ms) | ours/other (rows/s, 1/p50)\n");
     let export_name = format!(

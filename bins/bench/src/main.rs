@@ -129,9 +129,10 @@ struct Cli {
     #[arg(long, conflicts_with_all = ["ingest_formats", "socket", "scale", "db"])]
     abort_storm: bool,
     /// Measure only this server binary against another one: both serve the database (the one
-    /// `--server` ingested; with --db PostgreSQL's too) at once, page cache off, and the client
-    /// alternates between them request by request for the whale's export and each page case:
-    /// what a change costs, set apart from the machine's drift (`against.rs`).
+    /// `--server` ingested; with --db PostgreSQL's too) at once, page cache off, pinned to the
+    /// last CPU, and the client alternates between them request by request for the whale's
+    /// export (--export-runs) and each page case (--requests), in five rounds of two new server
+    /// processes: what a change costs, set apart from the machine's drift (`against.rs`).
     #[arg(long, value_name = "SERVER", conflicts_with_all =
           ["ingest_formats", "socket", "scale", "abort_storm", "page_cache_mib"])]
     against: Option<PathBuf>,

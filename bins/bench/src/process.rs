@@ -216,10 +216,29 @@ impl ServerProcess {
         dir: &Path,
         flags: &[String],
     ) -> Result<Self> {
+        Self::start_under(&[], server, db, dir, flags)
+    }
+
+    /// [`ServerProcess::start_with`], run by the `launcher` command given first (`taskset -c 1`,
+    /// say) when it is not empty.
+    pub(crate) fn start_under(
+        launcher: &[String],
+        server: &Path,
+        db: &OsStr,
+        dir: &Path,
+        flags: &[String],
+    ) -> Result<Self> {
         let log_path = dir.join("server.log");
         let addr_path = dir.join("server.addr");
         let _ = std::fs::remove_file(&addr_path);
-        let mut command = Command::new(server);
+        let mut command = match launcher {
+            [] => Command::new(server),
+            [program, args @ ..] => {
+                let mut command = Command::new(program);
+                command.args(args).arg(server);
+                command
+            }
+        };
         command
             .arg("serve")
             .arg("--db")
