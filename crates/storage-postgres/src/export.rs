@@ -93,6 +93,7 @@ struct Cut {
 }
 
 /// One segment of a chunk, as stored (compressed): it outlives the chunk's snapshot.
+#[derive(Default)]
 struct Fetched {
     lines: i32,
     csv: Vec<u8>,
@@ -244,17 +245,29 @@ impl LedgerStore for PgStore {
         // waits in the channel, one is being read.
         std::thread::scope(|scope| {
             let (chunks, next) = mpsc::sync_channel(1);
+            let (recycle, spares) = mpsc::channel();
             std::thread::Builder::new()
                 .name("pg-export-chunks".to_owned())
-                .spawn_scoped(scope, || export.read_ahead(&fetched, segments, chunks))
+                .spawn_scoped(scope, || {
+                    export.read_ahead(&fetched, segments, chunks, spares)
+                })
                 .map_err(|err| Error::Internal(Box::new(err)))?;
             // Returning drops the receiver: a reader waiting to hand over a chunk stops, and
             // the scope waits for it.
+            let chunks = Chunks { next, recycle };
             export
-                .send_all(&fetched, range, next, sink, &mut summary)
+                .send_all(&fetched, range, chunks, sink, &mut summary)
                 .map(|()| summary)
         })
     }
+}
+
+/// The sending side's ends of the channels to the chunk reader.
+struct Chunks {
+    /// The chunks read ahead, in order.
+    next: mpsc::Receiver<Result<Vec<Fetched>, Error>>,
+    /// Chunks sent, handed back for their buffers to be filled again.
+    recycle: mpsc::Sender<Vec<Fetched>>,
 }
 
 /// An export under way, after its first chunk.
@@ -269,12 +282,18 @@ struct Export<'s> {
 impl Export<'_> {
     /// Reads the chunks after `first` (of `segments` segments asked for) into `chunks`, each
     /// twice as large as the one before up to the most, until one comes back short, one ends
-    /// past the cut, a read fails (sent on), or the sender stops listening.
+    /// past the cut, a read fails (sent on), or the sender stops listening. Each is read into
+    /// the buffers of a chunk already sent, from `spares`, when one has come back: the export
+    /// then holds the same three chunks' worth of buffers from start to end, and the
+    /// allocator, which keeps freed memory a while before it returns it, sees no churn (a
+    /// slow reader's export held 30 MiB more than its data with a chunk allocated afresh each
+    /// time, docs/PERFORMANCE.md).
     fn read_ahead(
         &self,
         first: &[Fetched],
         mut segments: usize,
         chunks: mpsc::SyncSender<Result<Vec<Fetched>, Error>>,
+        spares: mpsc::Receiver<Vec<Fetched>>,
     ) {
         let mut after = match first.last() {
             Some(last) if first.len() == segments => last.last,
@@ -287,8 +306,9 @@ impl Export<'_> {
                 all_keys: false,
                 segments,
             };
+            let mut spare = spares.try_recv().unwrap_or_default();
             let fetched = self.store.read(
-                |conn| next_chunk(conn, &self.scan, &self.cut, chunk),
+                |conn| next_chunk(conn, &self.scan, &self.cut, chunk, &mut spare),
                 || true,
             );
             let next = match &fetched {
@@ -311,7 +331,7 @@ impl Export<'_> {
         &self,
         first: &[Fetched],
         mut range: KeyRange,
-        next: mpsc::Receiver<Result<Vec<Fetched>, Error>>,
+        chunks: Chunks,
         sink: &mut dyn ExportSink,
         summary: &mut ExportSummary,
     ) -> Result<(), Error> {
@@ -336,10 +356,13 @@ impl Export<'_> {
             return Ok(());
         }
         // Ends when the reader does: after the last chunk, or when it failed.
-        for fetched in next {
-            if send(&fetched?)?.is_break() {
+        for fetched in chunks.next {
+            let fetched = fetched?;
+            if send(&fetched)?.is_break() {
                 return Ok(());
             }
+            // The reader may have ended: the buffers are then simply dropped.
+            let _ = chunks.recycle.send(fetched);
         }
         Ok(())
     }
@@ -380,23 +403,24 @@ fn first_chunk(
         all_keys: false,
         segments,
     };
-    let fetched = fetch(&mut tx, &scan, &chunk)?;
+    let fetched = fetch(&mut tx, &scan, &chunk, &mut Vec::new())?;
     // Read-only: ending it either way releases the snapshot; commit is the cheap one.
     tx.commit().map_err(map_err)?;
     Ok(Some((scan, Cut { end, snapshot }, fetched)))
 }
 
 /// A later chunk, in a snapshot of its own: every segment with its index when that snapshot is
-/// not the first chunk's.
+/// not the first chunk's; read into the buffers of `spare` where it has some.
 fn next_chunk(
     conn: &mut PgConn,
     scan: &Scan,
     cut: &Cut,
     mut chunk: Chunk,
+    spare: &mut Vec<Fetched>,
 ) -> Result<Vec<Fetched>, Error> {
     let (mut tx, _) = conn.snapshot()?;
     chunk.all_keys = planned_snapshot(&mut tx)? != cut.snapshot;
-    let fetched = fetch(&mut tx, scan, &chunk)?;
+    let fetched = fetch(&mut tx, scan, &chunk, spare)?;
     tx.commit().map_err(map_err)?;
     Ok(fetched)
 }
@@ -418,8 +442,14 @@ fn planned_snapshot(tx: &mut Transaction<'_>) -> Result<String, Error> {
         .ok_or_else(|| Error::Internal("pg_current_snapshot() answered no row".into()))
 }
 
-/// Reads one chunk's segments whole.
-fn fetch(tx: &mut Transaction<'_>, scan: &Scan, chunk: &Chunk) -> Result<Vec<Fetched>, Error> {
+/// Reads one chunk's segments whole, into buffers taken from `spare` while it has some (a
+/// chunk already sent; a read tried again finds what the failed one left).
+fn fetch(
+    tx: &mut Transaction<'_>,
+    scan: &Scan,
+    chunk: &Chunk,
+    spare: &mut Vec<Fetched>,
+) -> Result<Vec<Fetched>, Error> {
     let reader = tx
         .copy_out(&format!(
             "COPY ({}) TO STDOUT (FORMAT binary)",
@@ -439,17 +469,32 @@ fn fetch(tx: &mut Transaction<'_>, scan: &Scan, chunk: &Chunk) -> Result<Vec<Fet
     let mut fetched = Vec::with_capacity(chunk.segments);
     while let Some(row) = rows.next().map_err(map_err)? {
         let key = |i| row.try_get::<i64>(i).map_err(map_err);
+        let Fetched {
+            mut csv, mut keys, ..
+        } = spare.pop().unwrap_or_default();
+        refill(&mut csv, row.try_get::<&[u8]>(1).map_err(map_err)?);
+        let keys = match row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+            Some(bytes) => {
+                let mut buffer = keys.take().unwrap_or_default();
+                refill(&mut buffer, bytes);
+                Some(buffer)
+            }
+            None => None,
+        };
         fetched.push(Fetched {
             lines: row.try_get(0).map_err(map_err)?,
-            csv: row.try_get::<&[u8]>(1).map_err(map_err)?.to_vec(),
-            keys: row
-                .try_get::<Option<&[u8]>>(2)
-                .map_err(map_err)?
-                .map(<[u8]>::to_vec),
+            csv,
+            keys,
             last: (key(3)?, key(4)?, key(5)?, key(6)?),
         });
     }
     Ok(fetched)
+}
+
+/// `buffer` made a copy of `bytes`, its allocation reused.
+fn refill(buffer: &mut Vec<u8>, bytes: &[u8]) {
+    buffer.clear();
+    buffer.extend_from_slice(bytes);
 }
 
 /// The party's dictionary id and the asset's, when one is asked for; `None` when either is
