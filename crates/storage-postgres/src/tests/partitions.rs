@@ -94,3 +94,49 @@ fn a_page_reads_the_first_data_of_an_owner_it_found_empty_before() {
     assert_eq!(all(&store).len(), 1);
     assert_eq!(suite::spec_labels(&store, 1), "first");
 }
+
+/// The partitions' autovacuum settings and their TOAST tables', each `table: options`, sorted.
+fn vacuum_settings(db: &TestDatabase) -> Vec<String> {
+    let mut settings: Vec<String> = db
+        .client()
+        .query(
+            "SELECT c.relname || ': ' || array_to_string(coalesce(c.reloptions, '{}'), ' ') \
+             || ' / ' || array_to_string(coalesce(t.reloptions, '{}'), ' ') \
+             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             JOIN pg_class t ON t.oid = c.reltoastrelid \
+             WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
+            &[&LEDGER.name, &ORACLE.name],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    settings.sort();
+    settings
+}
+
+/// Every partition, and its TOAST table, is vacuumed after a thousand dead versions at full
+/// speed; a partition that lost the settings gets them back when the next writer opens.
+#[test]
+fn every_partition_is_vacuumed_early_and_keeps_it() {
+    let Some(db) = TestDatabase::create("every_partition_is_vacuumed_early") else {
+        return;
+    };
+    PgStore::migrate_with(db.url(), Some(3)).unwrap();
+    let wanted = "autovacuum_vacuum_scale_factor=0 autovacuum_vacuum_threshold=1000 \
+                  autovacuum_vacuum_cost_delay=0";
+    let tuned = vacuum_settings(&db);
+    assert_eq!(tuned.len(), 6, "{tuned:?}");
+    for line in &tuned {
+        assert!(line.ends_with(&format!(": {wanted} / {wanted}")), "{line}");
+    }
+    db.client()
+        .batch_execute(
+            "ALTER TABLE ledger_segments_1 RESET (autovacuum_vacuum_threshold, \
+             toast.autovacuum_vacuum_cost_delay)",
+        )
+        .unwrap();
+    assert_ne!(vacuum_settings(&db), tuned);
+    drop(PgStore::writer(db.url()).unwrap());
+    assert_eq!(vacuum_settings(&db), tuned);
+}
