@@ -469,13 +469,11 @@ fn fetch(
     let mut fetched = Vec::with_capacity(chunk.segments);
     while let Some(row) = rows.next().map_err(map_err)? {
         let key = |i| row.try_get::<i64>(i).map_err(map_err);
-        let Fetched {
-            mut csv, mut keys, ..
-        } = spare.pop().unwrap_or_default();
+        let Fetched { mut csv, keys, .. } = spare.pop().unwrap_or_default();
         refill(&mut csv, row.try_get::<&[u8]>(1).map_err(map_err)?);
         let keys = match row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
             Some(bytes) => {
-                let mut buffer = keys.take().unwrap_or_default();
+                let mut buffer = keys.unwrap_or_default();
                 refill(&mut buffer, bytes);
                 Some(buffer)
             }

@@ -6,6 +6,7 @@
 
 use super::partitions::partitions;
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
+use crate::schema::MIGRATIONS;
 use crate::segments::{LEDGER, ORACLE, Table};
 use crate::{PgConfig, PgStore};
 use storage::Error;
@@ -142,8 +143,16 @@ fn refused_until_migrated(test: &str, name: &str, format: u32) -> Option<TestDat
     Some(db)
 }
 
-/// Every stored unit of the store at `db` verified by a scrub, none damaged.
-fn scrubs_clean(db: &TestDatabase) {
+/// `server migrate` takes the fixture loaded in `db` from schema `schema` to this program's,
+/// and then it answers `format4.answers` and a scrub finds nothing damaged.
+#[track_caller]
+fn upgraded_from(db: &TestDatabase, schema: u32) {
+    let migrated = PgStore::migrate(db.url()).unwrap();
+    assert_eq!(
+        (migrated.from, migrated.to),
+        (schema, MIGRATIONS.len() as u32)
+    );
+    check_migrated(db, "format4.answers");
     damage::scrubs_clean(&PgStore::open(db.url(), PgConfig::default()).unwrap());
 }
 
@@ -155,10 +164,7 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
     let Some(db) = refused_until_migrated(test, "schema6-format4.pg.sql", 4) else {
         return;
     };
-    let migrated = PgStore::migrate(db.url()).unwrap();
-    assert_eq!((migrated.from, migrated.to), (6, 9));
-    check_migrated(&db, "format4.answers");
-    scrubs_clean(&db);
+    upgraded_from(&db, 6);
 }
 
 /// Row format 5 is format 6 with CRC32C checksums: refused until `server migrate` replaces them
@@ -169,10 +175,7 @@ fn a_database_of_schema_7_in_row_format_5_is_refused_until_migrated_then_answers
     let Some(db) = refused_until_migrated(test, "schema7-format5.pg.sql", 5) else {
         return;
     };
-    let migrated = PgStore::migrate(db.url()).unwrap();
-    assert_eq!((migrated.from, migrated.to), (7, 9));
-    check_migrated(&db, "format4.answers");
-    scrubs_clean(&db);
+    upgraded_from(&db, 7);
 }
 
 /// A partitioned database of row format 5 (16 partitions, the default): the same.
@@ -183,10 +186,7 @@ fn a_database_of_schema_8_in_row_format_5_is_refused_until_migrated_then_answers
         return;
     };
     assert_eq!(partitions(&db), [16, 16]);
-    let migrated = PgStore::migrate(db.url()).unwrap();
-    assert_eq!((migrated.from, migrated.to), (8, 9));
-    check_migrated(&db, "format4.answers");
-    scrubs_clean(&db);
+    upgraded_from(&db, 8);
 }
 
 /// A blob of format 5 damaged before the upgrade (its CRC32C no longer matches) is never vouched

@@ -96,16 +96,26 @@ fn refused_until_migrated(name: &str, format: u32) -> (TempDir, PathBuf) {
     (dir, path)
 }
 
+/// `server migrate` takes the file at `path` from schema `schema` to this program's, and then it
+/// answers `format4.answers` and a scrub finds nothing damaged.
+#[track_caller]
+fn upgraded_from(path: &Path, schema: u32) {
+    let migrated = SqliteStore::migrate(path).unwrap();
+    assert_eq!(
+        (migrated.from, migrated.to),
+        (schema, super::MIGRATIONS.len() as u32)
+    );
+    answers_from(path, "format4.answers");
+    damage::scrubs_clean(&SqliteStore::open(path, SqliteConfig::default()).unwrap());
+}
+
 /// Row format 4 is format 6 without checksums: every command but `migrate` refuses it untouched,
 /// naming the command that upgrades it; once upgraded it answers as it did, and its checksums
 /// are verified by every read (`check_answers` reads every party's export and the pages).
 #[test]
 fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers_as_it_did() {
     let (_dir, path) = refused_until_migrated("schema6-format4.sqlite", 4);
-    let migrated = SqliteStore::migrate(&path).unwrap();
-    assert_eq!((migrated.from, migrated.to), (6, 8));
-    answers_from(&path, "format4.answers");
-    damage::scrubs_clean(&SqliteStore::open(&path, SqliteConfig::default()).unwrap());
+    upgraded_from(&path, 6);
 }
 
 /// Row format 5 is format 6 with CRC32C checksums: refused the same way, then upgraded in place
@@ -114,10 +124,7 @@ fn a_database_of_schema_6_in_row_format_4_is_refused_until_migrated_then_answers
 #[test]
 fn a_database_of_schema_7_in_row_format_5_is_refused_until_migrated_then_answers_as_it_did() {
     let (_dir, path) = refused_until_migrated("schema7-format5.sqlite", 5);
-    let migrated = SqliteStore::migrate(&path).unwrap();
-    assert_eq!((migrated.from, migrated.to), (7, 8));
-    answers_from(&path, "format4.answers");
-    damage::scrubs_clean(&SqliteStore::open(&path, SqliteConfig::default()).unwrap());
+    upgraded_from(&path, 7);
 }
 
 /// A blob of format 5 damaged before the upgrade (its CRC32C no longer matches) is never vouched
