@@ -393,7 +393,11 @@ fn partition(tx: &mut Transaction<'_>, layout: &Layout) -> Result<(), Error> {
 /// the vacuum, and a 16× ingest left its ledger partitions 7.4 times the size of their live
 /// segments (docs/PERFORMANCE.md, "Scale"). They only act where autovacuum is on, as it is by
 /// default.
-const VACUUM_SETTINGS: &str = "autovacuum_vacuum_scale_factor=0,      autovacuum_vacuum_threshold=1000, autovacuum_vacuum_cost_delay=0";
+const VACUUM_SETTINGS: [&str; 3] = [
+    "autovacuum_vacuum_scale_factor=0",
+    "autovacuum_vacuum_threshold=1000",
+    "autovacuum_vacuum_cost_delay=0",
+];
 
 /// Gives every partition of the tables of segments [`VACUUM_SETTINGS`], on itself and on its
 /// TOAST table, where it does not have them yet: run by every `migrate` (the writer's too), so
@@ -401,25 +405,30 @@ const VACUUM_SETTINGS: &str = "autovacuum_vacuum_scale_factor=0,      autovacuum
 /// nothing. A table altered takes a lock that conflicts only with vacuum and other schema
 /// changes, never with reads or writes of rows.
 fn tune_vacuum(tx: &mut Transaction<'_>) -> Result<(), Error> {
-    let wanted: Vec<String> = VACUUM_SETTINGS.split(", ").map(str::to_owned).collect();
     let rows = tx
         .query(
-            "SELECT c.oid::regclass::text, coalesce(c.reloptions, '{}'),              coalesce(t.reloptions, '{}')              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid              LEFT JOIN pg_class t ON t.oid = c.reltoastrelid              WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
+            "SELECT c.oid::regclass::text, coalesce(c.reloptions, '{}'), \
+             coalesce(t.reloptions, '{}') \
+             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             LEFT JOIN pg_class t ON t.oid = c.reltoastrelid \
+             WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
             &[&LEDGER.name, &ORACLE.name],
         )
         .map_err(map_err)?;
-    let toast: Vec<String> = wanted.iter().map(|s| format!("toast.{s}")).collect();
+    let own = VACUUM_SETTINGS.join(", ");
+    let toast: Vec<String> = VACUUM_SETTINGS.map(|s| format!("toast.{s}")).to_vec();
+    let has_all = |options: &[String]| {
+        VACUUM_SETTINGS
+            .iter()
+            .all(|s| options.iter().any(|o| o == s))
+    };
     let mut sql = String::new();
     for row in rows {
-        let (table, own, of_toast): (String, Vec<String>, Vec<String>) =
+        let (table, of_table, of_toast): (String, Vec<String>, Vec<String>) =
             (row.get(0), row.get(1), row.get(2));
-        if wanted.iter().all(|s| own.contains(s)) && wanted.iter().all(|s| of_toast.contains(s)) {
-            continue;
+        if !(has_all(&of_table) && has_all(&of_toast)) {
+            sql += &format!("ALTER TABLE {table} SET ({own}, {});", toast.join(", "));
         }
-        sql += &format!(
-            "ALTER TABLE {table} SET ({VACUUM_SETTINGS}, {});",
-            toast.join(", ")
-        );
     }
     if !sql.is_empty() {
         tx.batch_execute(&sql).map_err(map_err)?;

@@ -139,4 +139,27 @@ fn every_partition_is_vacuumed_early_and_keeps_it() {
     assert_ne!(vacuum_settings(&db), tuned);
     drop(PgStore::writer(db.url()).unwrap());
     assert_eq!(vacuum_settings(&db), tuned);
+    // Settled, the partitions are not altered again: their catalog rows keep their versions.
+    let versions = catalog_versions(&db);
+    drop(PgStore::writer(db.url()).unwrap());
+    PgStore::migrate(db.url()).unwrap();
+    assert_eq!(catalog_versions(&db), versions);
+}
+
+/// The transaction that last wrote each partition's catalog row (`pg_class.xmin`), sorted.
+fn catalog_versions(db: &TestDatabase) -> Vec<String> {
+    let mut versions: Vec<String> = db
+        .client()
+        .query(
+            "SELECT c.relname || ' ' || c.xmin::text FROM pg_inherits i \
+             JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
+            &[&LEDGER.name, &ORACLE.name],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    versions.sort();
+    versions
 }
