@@ -205,10 +205,11 @@ fn scans_are_primary_key_range_scans() {
         let touched = plan(
             &mut writer_client,
             &table.touched_sql(),
-            "int[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea",
+            "int[], bigint[], bigint[], bigint[], bigint[], bigint[], bytea, bigint",
             &format!(
                 "'{{1000,{other}}}', '{{5,5}}', '{{5,5}}', '{{0,0}}', '{{0,0}}', '{{9,9}}', \
-                 '\\x00000000'"
+                 '\\x00000000', {}",
+                table.packing.run
             ),
         );
         let scans: String = parts

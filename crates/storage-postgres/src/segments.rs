@@ -8,6 +8,8 @@
 //! range scan of the primary key per owner); the segments read are deleted by key, and the new
 //! ones compressed (`packed.rs`) and copied in with binary `COPY`.
 
+use std::collections::HashMap;
+
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
 use postgres::{GenericClient, Statement, Transaction};
@@ -17,8 +19,8 @@ use super::packed::{pack, size_prefix, unpack};
 use storage::Bug;
 use storage::Error;
 use storage::segment::{
-    self, Ask, Engine, Kept, Line, LineKey, Packing, SMALL_TAIL_BYTES, Segment, SegmentTable,
-    Touched,
+    self, Ask, Engine, Kept, Line, LineKey, Packing, RUN_SEGMENTS, SMALL_TAIL_BYTES, Segment,
+    SegmentTable, Touched, trailing_run,
 };
 
 /// A table of segments: its name, its owner and lines columns, and how its segments are cut.
@@ -46,6 +48,7 @@ pub(super) const LEDGER: Table = Table {
     packing: Packing {
         seal: segment::SEGMENT_BYTES,
         small_tail: SMALL_TAIL_BYTES,
+        run: RUN_SEGMENTS,
     },
     first_keys: false,
 };
@@ -55,7 +58,9 @@ pub(super) const LEDGER: Table = Table {
 /// ledger's: an export reads whole segments, a page about a hundred data, the latest value of a
 /// spec one; what a page reads beyond its data is fetched, sent (through TLS, often) and
 /// decompressed for nothing. With 64 KiB segments the latest value took 0.57–0.65 ms against
-/// 0.35 ms for rows; a segment of 16 KiB compresses to about 4 KB.
+/// 0.35 ms for rows; a segment of 16 KiB compresses to about 4 KB. A spec's small last segment
+/// is rewritten with each batch (a run of one): a run of several would make the newest page
+/// read several rows, and a spec's rewrites do not grow with the number of parties.
 pub(super) const ORACLE: Table = Table {
     name: "oracle_segments",
     owner: "spec",
@@ -63,6 +68,7 @@ pub(super) const ORACLE: Table = Table {
     packing: Packing {
         seal: 16 * 1024,
         small_tail: 8 * 1024,
+        run: 1,
     },
     first_keys: true,
 };
@@ -71,12 +77,14 @@ pub(super) const ORACLE: Table = Table {
 pub(super) const ALL_DATA: i32 = 0;
 
 impl Table {
-    /// The stored segments each owner's lines fall among, or its small last segment to grow
-    /// (see the module docs). Parameters: per owner its id, its first line's key (four columns)
-    /// and its last line's vega time, as arrays; then the size prefix of the small tail. The
-    /// rows come in no order. Each owner's last segment comes too, without its blobs unless it
-    /// is the tail to grow (it may come twice): its key tells whether a rebuild ends the owner's
-    /// segments, which the writer then remembers.
+    /// The stored segments each owner's lines fall among (the first column false), and its
+    /// last segments (true), up to the run's length, with their blobs when they are small and
+    /// end before its first line (see the module docs and `SegmentTable::touched`): the
+    /// engine's run is the last of them while they have blobs, when none is among the lines;
+    /// the last one's key tells whether the lines come after every stored one. A segment may
+    /// come twice. Parameters: per owner its id, its first line's key (four columns) and its
+    /// last line's vega time, as arrays; then the size prefix of the small tail, and the run's
+    /// length. The rows come in no order.
     ///
     /// A lateral subquery per owner: a parameterised range scan of the primary key each, in
     /// the owner's partition alone, never a join that could hash the whole table
@@ -92,18 +100,20 @@ impl Table {
         } = self;
         format!(
             "
-    SELECT s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines}, s.keys
+    SELECT s.last, s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines},
+           s.keys
     FROM unnest($1::integer[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
                 $6::bigint[]) AS b (owner, time, block, seq, idx, high)
     CROSS JOIN LATERAL (
-        SELECT s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines}, s.keys
+        SELECT false AS last, s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx,
+               s.{lines}, s.keys
         FROM {name} s
         WHERE s.{owner} = b.owner
           AND (s.last_time, s.last_block, s.last_seq, s.last_idx)
               >= (b.time, b.block, b.seq, b.idx)
           AND s.first_time + 0 <= b.high
         UNION ALL
-        SELECT tail.{owner}, tail.last_time, tail.last_block, tail.last_seq, tail.last_idx,
+        SELECT true, tail.{owner}, tail.last_time, tail.last_block, tail.last_seq, tail.last_idx,
                CASE WHEN tail.grow THEN tail.{lines} END, CASE WHEN tail.grow THEN tail.keys END
         FROM (
             SELECT s.*, (s.last_time, s.last_block, s.last_seq, s.last_idx)
@@ -111,7 +121,7 @@ impl Table {
                     AND substring(s.{lines} FOR 4) < $7 AS grow
             FROM {name} s WHERE s.{owner} = b.owner
             ORDER BY s.last_time DESC, s.last_block DESC, s.last_seq DESC, s.last_idx DESC
-            LIMIT 1
+            LIMIT $8
         ) tail
     ) s"
         )
@@ -209,41 +219,50 @@ struct PgTable<'a, 't> {
 impl SegmentTable for PgTable<'_, '_> {
     type Owner = i32;
 
-    fn touched(&mut self, asks: &[Ask<i32>], small_tail: usize) -> Result<Touched<i32>, Error> {
+    fn touched(&mut self, asks: &[Ask<i32>], packing: Packing) -> Result<Touched<i32>, Error> {
         let mut first = KeyColumns::default();
         let mut high = Vec::with_capacity(asks.len());
         for ask in asks {
             first.push(ask.owner, ask.first);
             high.push(ask.last_time);
         }
-        let small_tail = size_prefix(small_tail);
+        let small_tail = size_prefix(packing.small_tail);
+        let run = i64::try_from(packing.run).unwrap_or(i64::MAX);
         let [owner, time, block, seq, idx] = first.params();
         let rows = self
             .tx
             .query(
                 self.touched,
-                &[owner, time, block, seq, idx, &high, &small_tail],
+                &[owner, time, block, seq, idx, &high, &small_tail, &run],
             )
             .map_err(map_err)?;
         let mut read = Touched::default();
-        for row in rows {
-            let owner: i32 = row.get(0);
-            let key: LineKey = (row.get(1), row.get(2), row.get(3), row.get(4));
-            let last = read.last_keys.entry(owner).or_insert(key);
-            *last = (*last).max(key);
-            // The owner's last segment comes without its blobs unless it is the tail to grow.
-            let (Some(csv), Some(keys)) = (row.get::<_, Option<&[u8]>>(5), row.get(6)) else {
-                continue;
-            };
-            let table = self.table;
-            let segment = unpack(csv, table.lines)
-                .and_then(|csv| Segment::from_stored(csv, unpack(keys, "keys")?))
-                .map_err(|err| {
-                    err.at(table.name, || {
-                        segment::describe(table.owner, owner.into(), key)
-                    })
-                })?;
-            read.stored.entry(owner).or_default().push((key, segment));
+        let mut among: HashMap<i32, Vec<(LineKey, Blobs<'_>)>> = HashMap::new();
+        let mut lasts: HashMap<i32, Vec<(LineKey, Option<Blobs<'_>>)>> = HashMap::new();
+        for row in &rows {
+            let owner: i32 = row.get(1);
+            let key: LineKey = (row.get(2), row.get(3), row.get(4), row.get(5));
+            let blobs = row.get::<_, Option<&[u8]>>(6).zip(row.get(7));
+            if row.get(0) {
+                let last = read.last_keys.entry(owner).or_insert(key);
+                *last = (*last).max(key);
+                lasts.entry(owner).or_default().push((key, blobs));
+            } else if let Some(blobs) = blobs {
+                among.entry(owner).or_default().push((key, blobs));
+            }
+        }
+        // An owner's run only when none of its segments is among its lines.
+        for (owner, last) in lasts {
+            among.entry(owner).or_insert_with(|| trailing_run(last));
+        }
+        for (owner, segments) in among {
+            let stored = segments
+                .into_iter()
+                .map(|(key, blobs)| Ok((key, self.unpack(owner, key, blobs)?)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            if !stored.is_empty() {
+                read.stored.insert(owner, stored);
+            }
         }
         Ok(read)
     }
@@ -261,6 +280,23 @@ impl SegmentTable for PgTable<'_, '_> {
 
     fn insert(&mut self, fresh: &[(i32, Segment)]) -> Result<(), Error> {
         write(self.tx, self.table, fresh)
+    }
+}
+
+/// A stored segment's compressed lines and index, as a row holds them.
+type Blobs<'r> = (&'r [u8], &'r [u8]);
+
+impl PgTable<'_, '_> {
+    /// The segment of `owner` at `key` from its stored blobs, checked.
+    fn unpack(&self, owner: i32, key: LineKey, (lines, keys): Blobs<'_>) -> Result<Segment, Error> {
+        let table = self.table;
+        unpack(lines, table.lines)
+            .and_then(|csv| Segment::from_stored(csv, unpack(keys, "keys")?))
+            .map_err(|err| {
+                err.at(table.name, || {
+                    segment::describe(table.owner, owner.into(), key)
+                })
+            })
     }
 }
 

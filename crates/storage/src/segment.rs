@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::ControlFlow;
 
-pub use engine::{Ask, Engine, Kept, Packing, SegmentTable, Touched};
+pub use engine::{Ask, Engine, Kept, Packing, SegmentTable, Touched, trailing_run};
 
 use crate::error::{Bug, Damage};
 use crate::{Error, ExportSink, ExportSummary};
@@ -27,50 +27,58 @@ use crate::{Error, ExportSink, ExportSummary};
 /// The CSV bytes after which a segment is sealed and the next line starts a new one.
 pub const SEGMENT_BYTES: usize = 256 * 1024;
 
-/// A party's last segment shorter than this is rewritten with the next batch's lines instead of
-/// being followed by a new segment, so that a stream committed a block at a time (the live
-/// socket) still ends up in large segments, while a rewrite never copies more than this.
+/// A segment with fewer lines' bytes than this is small. A party's segments end with a run of
+/// at most [`RUN_SEGMENTS`] small ones: a batch that only appends writes its lines as a segment
+/// of their own after them, or merges them with its lines once the run would hold this many
+/// bytes or more segments (see [`Packing`]). So a stream committed a block at a time (the live
+/// socket) still ends up in large segments, a merge never copies more than this, and a batch
+/// rewrites a party's stored lines once every few batches instead of at each.
 pub const SMALL_TAIL_BYTES: usize = 32 * 1024;
 
-/// The most bytes of small last segments a writer keeps per table (see [`Tails`]); an owner
+/// The most small segments a party's ledger segments end with (see [`SMALL_TAIL_BYTES`]).
+pub const RUN_SEGMENTS: usize = 8;
+
+/// The most bytes of runs of small segments a writer keeps per table (see [`Tails`]); an owner
 /// beyond it is read back by its next batch instead.
 pub const TAILS_BYTES: usize = 64 << 20;
 
 /// What a writer knows of its owners' last stored segments, so that a batch that only appends
-/// to an owner reads nothing back: each owner's last key, and the segment itself while it is
-/// smaller than `small_tail` (a segment the next batch rewrites rather than follows), the
-/// segments together at most [`TAILS_BYTES`]. Both backends' writers keep one per table. It is
-/// only valid while the writer is the only one committing, and is forgotten with a failed
-/// transaction.
+/// to an owner reads nothing back: each owner's last key, and its run (the small segments its
+/// segments end with, which the engine grows or merges, see [`Packing`]), the runs together at
+/// most [`TAILS_BYTES`]. Both backends' writers keep one per table. It is only valid while the
+/// writer is the only one committing, and is forgotten with a failed transaction.
 #[derive(Debug)]
 pub struct Tails<O> {
     tails: HashMap<O, Tail>,
-    /// The bytes of the small segments in `tails`, at most `max_bytes`.
+    /// The bytes of the segments in `tails`, at most `max_bytes`.
     bytes: usize,
     max_bytes: usize,
-    small_tail: usize,
 }
 
-/// An owner's last segment: its key, and the segment itself when it is small enough to grow.
+/// The segments a run holds, each with its key (its last line's), in key order.
+pub type Run = Vec<(LineKey, Segment)>;
+
+/// An owner's last key, and the run of small segments its segments end with (empty when its
+/// last segment is not small).
 #[derive(Debug)]
 struct Tail {
     last: LineKey,
-    small: Option<Segment>,
+    run: Run,
+}
+
+impl<O: Copy + Eq + Hash> Default for Tails<O> {
+    fn default() -> Self {
+        Self::bounded(TAILS_BYTES)
+    }
 }
 
 impl<O: Copy + Eq + Hash> Tails<O> {
-    /// Knows nothing yet; keeps segments under `small_tail` bytes of lines.
-    pub fn new(small_tail: usize) -> Self {
-        Self::bounded(small_tail, TAILS_BYTES)
-    }
-
-    /// Keeps segments under `small_tail` bytes of lines, `max_bytes` of them in all.
-    fn bounded(small_tail: usize, max_bytes: usize) -> Self {
+    /// Keeps runs of `max_bytes` in all.
+    fn bounded(max_bytes: usize) -> Self {
         Self {
             tails: HashMap::new(),
             bytes: 0,
             max_bytes,
-            small_tail,
         }
     }
 
@@ -80,28 +88,30 @@ impl<O: Copy + Eq + Hash> Tails<O> {
         self.bytes = 0;
     }
 
-    /// What a batch of `owner` whose first line is at `first` must rewrite, when that is known
-    /// from memory: `Some(None)` when it only appends after a segment too large to grow,
-    /// `Some(Some(segment))` when it appends after the small `segment` (with its key), `None`
+    /// The run of `owner`, when a batch whose first line is at `first` only appends to it and
+    /// the owner is known (`Some` of an empty run when its last segment is not small); `None`
     /// when the owner is unknown or the batch does not only append (then the stored segments
     /// are read back). The owner is forgotten until [`remember`](Self::remember)ed again.
-    pub fn take(&mut self, owner: O, first: LineKey) -> Option<Option<(LineKey, Segment)>> {
+    pub fn take(&mut self, owner: O, first: LineKey) -> Option<Run> {
         let tail = self.tails.remove(&owner)?;
-        self.bytes -= tail.small.as_ref().map_or(0, Segment::bytes);
-        (tail.last < first).then(|| tail.small.map(|small| (tail.last, small)))
+        self.bytes -= run_bytes(&tail.run);
+        (tail.last < first).then_some(tail.run)
     }
 
-    /// Remembers `last` as the last segment of `owner`, within the bound; beyond it the owner
-    /// stays unknown, and its next batch reads its segments back.
-    pub fn remember(&mut self, owner: O, last: &Segment) {
-        let Some(key) = last.last_key() else { return };
-        let small = (last.csv.len() < self.small_tail).then(|| last.clone());
-        let bytes = small.as_ref().map_or(0, Segment::bytes);
+    /// Remembers that `owner`'s segments end at `last` with `run`, within the bound; beyond it
+    /// the owner stays unknown, and its next batch reads its segments back.
+    pub fn remember(&mut self, owner: O, last: LineKey, run: Run) {
+        let bytes = run_bytes(&run);
         if self.bytes + bytes <= self.max_bytes {
             self.bytes += bytes;
-            self.tails.insert(owner, Tail { last: key, small });
+            self.tails.insert(owner, Tail { last, run });
         }
     }
+}
+
+/// The bytes a run holds in memory.
+fn run_bytes(run: &Run) -> usize {
+    run.iter().map(|(_, segment)| segment.bytes()).sum()
 }
 
 /// Bytes of one line's entry in a segment's index.
@@ -493,30 +503,27 @@ mod tests {
     #[test]
     fn tails_remember_owners_within_their_bound() {
         let small = segment(&[line(10, 1), line(11, 2)]);
-        let large = segment(&[line(20, 1), line(21, 2), line(22, 3)]);
-        let large_key = large.last_key().unwrap();
-        // Segments under 25 bytes of lines (the small one's 20, not the large one's 30) are
-        // kept whole, two of the small one's size at most.
-        let mut tails = Tails::bounded(25, 2 * small.bytes());
-        tails.remember(1, &small);
-        tails.remember(2, &large);
-        tails.remember(3, &small);
-        // Full: owner 4 stays unknown; a large segment costs no bytes and is still known.
-        tails.remember(4, &small);
-        tails.remember(5, &large);
+        let small_key = small.last_key().unwrap();
+        let run = vec![(small_key, small.clone())];
+        let large_key = (22, 1, 0, 0);
+        // Runs of two of the small segment's size at most.
+        let mut tails = Tails::bounded(2 * small.bytes());
+        tails.remember(1, small_key, run.clone());
+        tails.remember(2, large_key, Run::new());
+        tails.remember(3, small_key, run.clone());
+        // Full: owner 4 stays unknown; an empty run costs no bytes and is still known.
+        tails.remember(4, small_key, run.clone());
+        tails.remember(5, large_key, Run::new());
         assert_eq!(tails.take(4, (100, 0, 0, 0)), None);
-        assert_eq!(tails.take(5, (100, 0, 0, 0)), Some(None));
-        assert_eq!(
-            tails.take(1, (100, 0, 0, 0)),
-            Some(Some((small.last_key().unwrap(), small.clone())))
-        );
+        assert_eq!(tails.take(5, (100, 0, 0, 0)), Some(Run::new()));
+        assert_eq!(tails.take(1, (100, 0, 0, 0)), Some(run.clone()));
         // Taken: forgotten, and its bytes free again for another owner.
         assert_eq!(tails.take(1, (100, 0, 0, 0)), None);
-        tails.remember(4, &small);
+        tails.remember(4, small_key, run.clone());
         assert!(tails.take(4, (100, 0, 0, 0)).is_some());
         // A batch that does not only append reads the stored segments back.
         assert_eq!(tails.take(2, large_key), None);
-        tails.remember(3, &small);
+        tails.remember(3, small_key, run);
         tails.forget();
         assert_eq!(tails.take(3, (100, 0, 0, 0)), None);
     }

@@ -14,6 +14,7 @@ pub mod damage;
 mod export;
 pub mod golden;
 mod oracle;
+pub mod packing;
 mod writer;
 
 use std::ops::ControlFlow;

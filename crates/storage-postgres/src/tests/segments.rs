@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use super::super::packed::unpack;
 use super::super::{PgConfig, PgStore, PgWriter};
-use storage::segment::{LineKey, SMALL_TAIL_BYTES, SegmentRef};
+use storage::segment::{LineKey, SegmentRef};
 use storage::{Error, ExportSink, IngestWriter, LedgerRow, LedgerStore, suite};
 use testdb::TestDatabase;
 
@@ -41,7 +41,8 @@ fn rows(specs: &[Spec], width: usize) -> Vec<LedgerRow> {
 struct Fixture {
     db: TestDatabase,
     store: PgStore,
-    writer: PgWriter,
+    /// `None` only while [`Fixture::restart`] replaces it.
+    writer: Option<PgWriter>,
     /// Every line committed, each key once (the first committed wins).
     model: Vec<LedgerRow>,
 }
@@ -61,7 +62,7 @@ impl Fixture {
         Some(Fixture {
             db,
             store,
-            writer,
+            writer: Some(writer),
             model: Vec::new(),
         })
     }
@@ -74,7 +75,7 @@ impl Fixture {
 
     /// Commits `rows` as one batch.
     fn commit_unchecked(&mut self, rows: Vec<LedgerRow>) {
-        self.writer
+        self.writer()
             .commit(&suite::ledger_batch(rows.clone()))
             .unwrap();
         for row in rows {
@@ -86,6 +87,17 @@ impl Fixture {
                 self.model.push(row);
             }
         }
+    }
+
+    fn writer(&mut self) -> &mut PgWriter {
+        self.writer.as_mut().unwrap()
+    }
+
+    /// Starts a new writer, as a restarted ingest does: it remembers nothing of the stored
+    /// segments. The old one goes first, with its advisory lock.
+    fn restart(&mut self) {
+        self.writer = None;
+        self.writer = Some(PgStore::writer(self.db.url()).unwrap());
     }
 
     /// Every stored segment, each checked: a well-formed index, columns that agree with it, and
@@ -326,23 +338,23 @@ fn a_stream_of_small_batches_fills_segments() {
     let Some(mut fixture) = Fixture::new("a_stream_of_small_batches_fills_segments") else {
         return;
     };
-    // A block at a time, as the live socket commits: 500 batches of three 100-byte lines.
-    for i in 0..500 {
-        fixture.commit_unchecked(rows(&lines(1, i * 3, 3), 100));
+    // One writer remembers its run; then a writer every seven batches (an ingest restarted)
+    // reads it back from the table.
+    for n in 0..500 {
+        if n >= 300 && n % 7 == 0 {
+            fixture.restart();
+        }
+        fixture.commit_unchecked(suite::packing::small_batch(n).ledger_rows);
     }
     let layout = fixture.layout();
-    let segments = segments_of(&layout, 1);
-    let (last, sealed) = segments.split_last().unwrap();
-    assert!(sealed.len() >= 3, "{} segments", segments.len());
-    for segment in sealed {
-        assert!(
-            segment.csv.len() >= SMALL_TAIL_BYTES,
-            "{}",
-            segment.csv.len()
-        );
-    }
-    assert!(last.csv.len() < 2 * SMALL_TAIL_BYTES);
+    let sizes: Vec<usize> = segments_of(&layout, 1)
+        .iter()
+        .map(|segment| segment.csv.len())
+        .collect();
+    // 150 kB of lines: four segments of at least 32 KiB.
+    suite::packing::assert_packed(&sizes, 4);
     fixture.check(1, None, None, None);
+    suite::packing::assert_small_batches_exported(&fixture.store, 0..500);
 }
 
 /// Damaged compressed blobs, written with SQL, fail an export and an ingest that reads them back
@@ -409,7 +421,7 @@ fn damaged_compressed_segments_are_reported_as_corrupt() {
         assert_eq!(corrupt(None), whole_detects, "{case}: whole party");
         // A line among the stored ones: the ingest reads the segment back to rewrite it.
         let batch = suite::ledger_batch(vec![suite::ledger_row("new", 1, 1, (5, 100, 0, 0))]);
-        match fixture.writer.commit(&batch) {
+        match fixture.writer().commit(&batch) {
             Err(Error::Corrupt(_)) => {}
             other => panic!("{case}: ingest: {other:?}"),
         }

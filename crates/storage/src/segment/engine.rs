@@ -4,28 +4,30 @@
 //! A backend describes one table of segments as a [`SegmentTable`], three statements in SQL
 //! alone: read what a batch touches, delete segments by key, write new segments. The engine
 //! decides everything else, alike on every backend: which segments a batch touches, what the
-//! writer remembers of each owner's last segment ([`Tails`], one memory bound), the merge
-//! ([`rebuild`]) and the packing policy ([`Packing`]: where a segment is sealed, which last
-//! segment is grown rather than followed).
+//! writer remembers of each owner's last segments ([`Tails`], one memory bound), the merge
+//! ([`rebuild`]) and the packing policy ([`Packing`]: where a segment is sealed, when a batch's
+//! lines make a segment of their own and when they are merged with the small ones before them).
 //!
 //! Which segments a batch touches, per owner: the stored segments its lines fall among, those
 //! whose last key is at or after the owner's first line in the batch and whose first vega time
 //! is not after its last line's. When there are none because the lines all come after what is
-//! stored (an append), the owner's last segment instead, if it is smaller than the small tail,
-//! so that a stream committed a block at a time still fills segments. Not every segment after the
-//! batch's first key: a batch of old keys (a re-run from an earlier block) would then rewrite the
-//! owner's whole history after them, for each batch.
+//! stored (an append), the owner's run instead: the small segments its segments end with, which
+//! the batch either follows with a segment of its own or merges with its lines, so that a
+//! stream committed a block at a time still fills segments while a batch rewrites stored lines
+//! only once every few batches (at most [`Packing::run`] of them). Not every segment after the
+//! batch's first key: a batch of old keys (a re-run from an earlier block) would then rewrite
+//! the owner's whole history after them, for each batch.
 //!
 //! The rewrite covers a key range holding no other segment of the owner (segments never
 //! overlap, and a segment left out lies wholly before the owner's first line or wholly after
-//! its last, or, for the tail, is the one segment before them), so the write never meets a
-//! stored key and needs no conflict check; the writer's lock keeps anyone else from writing in
-//! between. An owner whose lines are all stored already (a re-run) is not rewritten at all.
+//! its last, or is before the run), so the write never meets a stored key and needs no conflict
+//! check; the writer's lock keeps anyone else from writing in between. An owner whose lines are
+//! all stored already (a re-run) is not rewritten at all.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::{Line, LineKey, Segment, Tails, rebuild};
+use super::{Line, LineKey, Run, Segment, Tails, rebuild};
 use crate::Error;
 
 /// Where segments are cut: the packing policy of one table.
@@ -33,9 +35,14 @@ use crate::Error;
 pub struct Packing {
     /// Lines' bytes after which a segment is sealed and the next line starts a new one.
     pub seal: usize,
-    /// An owner's last segment with fewer lines' bytes than this is rewritten with the next
-    /// batch's lines instead of being followed by a new segment.
+    /// A segment with fewer lines' bytes than this is small: an owner's segments may end with
+    /// a run of small ones, which a batch that only appends follows or merges with its lines.
     pub small_tail: usize,
+    /// The most small segments an owner's segments end with. A batch that only appends writes
+    /// its lines as a segment of their own while the run and they stay within this count and
+    /// under `small_tail` bytes together; otherwise it merges the run with its lines. With 1,
+    /// a small last segment is rewritten with each batch.
+    pub run: usize,
 }
 
 /// One owner's lines in a batch, as [`SegmentTable::touched`] is asked about them.
@@ -52,9 +59,9 @@ pub struct Ask<O> {
 /// What [`SegmentTable::touched`] read.
 #[derive(Debug)]
 pub struct Touched<O> {
-    /// The stored segments to rewrite, by owner, with their keys in the table (their last
-    /// lines' keys), in any order.
-    pub stored: HashMap<O, Vec<(LineKey, Segment)>>,
+    /// The stored segments to rewrite or follow, by owner, with their keys in the table (their
+    /// last lines' keys), in any order.
+    pub stored: HashMap<O, Run>,
     /// The key of each asked owner's last stored segment (owners without one are absent).
     pub last_keys: HashMap<O, LineKey>,
 }
@@ -75,14 +82,16 @@ pub trait SegmentTable {
     type Owner: Copy + Eq + Hash + Ord;
 
     /// For every asked owner, the stored segments its lines fall among (last key at or after
-    /// [`Ask::first`], first vega time at or before [`Ask::last_time`]); when there are none,
-    /// its last segment if that is smaller than `small_tail` lines' bytes and ends before
-    /// [`Ask::first`]; and the key of its last segment, whatever it is. Stored segments are
-    /// checked ([`Segment::from_stored`]) before they are returned.
+    /// [`Ask::first`], first vega time at or before [`Ask::last_time`]); when there are none
+    /// and its last segment ends before [`Ask::first`], its run: its last segments, back from
+    /// the last while each has fewer than `packing.small_tail` lines' bytes, at most
+    /// `packing.run` of them ([`trailing_run`] picks them). And the key of its last segment,
+    /// whatever it is. Stored segments are checked ([`Segment::from_stored`]) before they are
+    /// returned.
     fn touched(
         &mut self,
         asks: &[Ask<Self::Owner>],
-        small_tail: usize,
+        packing: Packing,
     ) -> Result<Touched<Self::Owner>, Error>;
 
     /// Deletes the segments at these keys (owner and last line's key).
@@ -91,6 +100,19 @@ pub trait SegmentTable {
     /// Writes new segments, each keyed by its owner and its last line's key; none is empty and
     /// none is stored yet.
     fn insert(&mut self, fresh: &[(Self::Owner, Segment)]) -> Result<(), Error>;
+}
+
+/// An owner's run among its last segments, given in any order, each with its key and, when it
+/// may belong to the run (small, and ending before the batch's first line), what it holds: the
+/// segments back from the last while each may, in key order.
+pub fn trailing_run<T>(mut last: Vec<(LineKey, Option<T>)>) -> Vec<(LineKey, T)> {
+    last.sort_unstable_by_key(|(key, _)| std::cmp::Reverse(*key));
+    let mut run: Vec<(LineKey, T)> = last
+        .into_iter()
+        .map_while(|(key, segment)| Some((key, segment?)))
+        .collect();
+    run.reverse();
+    run
 }
 
 /// The stored bytes of batch lines whose keys were stored already with other bytes, by owner
@@ -107,12 +129,22 @@ pub struct Engine<O> {
     tails: Tails<O>,
 }
 
+/// What a batch does to one owner's stored segments.
+struct Rewrite {
+    /// The keys of the stored segments it replaces.
+    doomed: Vec<LineKey>,
+    /// The segments it writes.
+    fresh: Vec<Segment>,
+    /// When it only appended: the owner's run after it.
+    run: Option<Run>,
+}
+
 impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// An engine that knows nothing yet.
     pub fn new(packing: Packing) -> Self {
         Self {
             packing,
-            tails: Tails::new(packing.small_tail),
+            tails: Tails::default(),
         }
     }
 
@@ -138,14 +170,14 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         lines.sort_by_key(|(owner, line)| (*owner, line.key));
         lines.dedup_by(|line, previous| (line.0, line.1.key) == (previous.0, previous.1.key));
         let owners: Vec<&[(O, Line<'_>)]> = lines.chunk_by(|a, b| a.0 == b.0).collect();
-        // Owners that only append to a last segment this writer knows need no reading back.
+        // Owners that only append to a run this writer knows need no reading back.
         let mut known = HashMap::new();
         let mut asks = Vec::new();
         for owner_lines in &owners {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
             match self.tails.take(owner, first) {
-                Some(tail) => {
-                    known.insert(owner, tail);
+                Some(run) => {
+                    known.insert(owner, run);
                 }
                 None => asks.push(Ask {
                     owner,
@@ -160,49 +192,39 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         } = if asks.is_empty() {
             Touched::default()
         } else {
-            table.touched(&asks, self.packing.small_tail)?
+            table.touched(&asks, self.packing)?
         };
         let mut doomed = Vec::new();
         let mut fresh = Vec::new();
         for owner_lines in owners {
             let owner = owner_lines[0].0;
-            let remembered = known.remove(&owner);
-            let appended = remembered.is_some();
-            let mut stored = match remembered {
-                Some(tail) => tail.into_iter().collect(),
+            let mut segments = match known.remove(&owner) {
+                Some(run) => run,
                 None => stored.remove(&owner).unwrap_or_default(),
             };
-            stored.sort_unstable_by_key(|(key, _)| *key);
-            let (keys, segments): (Vec<LineKey>, Vec<Segment>) = stored.into_iter().unzip();
-            let new_lines = owner_lines.iter().map(|(_, line)| *line);
-            // Appending (the usual case) meets no stored key: only a segment at or after the
-            // first line can hold one.
-            if keys
-                .last()
-                .is_some_and(|last| *last >= owner_lines[0].1.key)
-            {
-                for line in new_lines.clone() {
-                    let stored = segments.iter().find_map(|s| s.view().find(line.key));
-                    if let Some(stored) = stored.filter(|stored| stored.csv != line.csv) {
-                        kept.insert((owner, line.key), stored.csv.to_vec());
-                    }
+            segments.sort_unstable_by_key(|(key, _)| *key);
+            let new_lines: Vec<Line<'_>> = owner_lines.iter().map(|(_, line)| *line).collect();
+            // Not when the lines fall in a gap before a stored segment: none is among them, but
+            // the owner's segments do not end before them.
+            let first = new_lines[0].key;
+            let appends = segments.last().is_none_or(|(last, _)| *last < first)
+                && last_keys.get(&owner).is_none_or(|last| *last < first);
+            let rewrite = if appends {
+                self.append(segments, &new_lines)?
+            } else {
+                match self.merge(owner, segments, &new_lines, &mut kept)? {
+                    Some(rewrite) => rewrite,
+                    None => continue,
+                }
+            };
+            if let Some(run) = rewrite.run {
+                let last = rewrite.fresh.last().and_then(Segment::last_key);
+                if let Some(last) = last {
+                    self.tails.remember(owner, last, run);
                 }
             }
-            let rebuilt = rebuild(&segments, new_lines, self.packing.seal)?;
-            // Rebuilding only ever adds lines: as many as were stored means none was new.
-            let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
-            if count(&rebuilt) == count(&segments) {
-                continue;
-            }
-            doomed.extend(keys.into_iter().map(|key| (owner, key)));
-            // The rebuilt segments end the owner's when the batch only appended, or when none
-            // stored lies beyond them.
-            if let Some(last) = rebuilt.last()
-                && (appended || last.last_key() >= last_keys.get(&owner).copied())
-            {
-                self.tails.remember(owner, last);
-            }
-            fresh.extend(rebuilt.into_iter().map(|segment| (owner, segment)));
+            doomed.extend(rewrite.doomed.into_iter().map(|key| (owner, key)));
+            fresh.extend(rewrite.fresh.into_iter().map(|segment| (owner, segment)));
         }
         if !doomed.is_empty() {
             table.delete(&doomed)?;
@@ -211,6 +233,72 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             table.insert(&fresh)?;
         }
         Ok(kept)
+    }
+
+    /// Lines that all come after the owner's stored ones, `run` its run: a segment of their own
+    /// after it while the run stays within the policy's bounds, or else merged with it.
+    fn append(&self, run: Run, lines: &[Line<'_>]) -> Result<Rewrite, Error> {
+        let Packing {
+            seal,
+            small_tail,
+            run: most,
+        } = self.packing;
+        let bytes = |csv: usize| csv + lines.iter().map(|line| line.csv.len()).sum::<usize>();
+        let run_bytes = run.iter().map(|(_, segment)| segment.csv.len()).sum();
+        if run.len() < most && bytes(run_bytes) < small_tail {
+            let mut run = run;
+            let fresh = rebuild(&[], lines.iter().copied(), seal)?;
+            run.extend(
+                fresh
+                    .iter()
+                    .filter_map(|s| Some((s.last_key()?, s.clone()))),
+            );
+            return Ok(Rewrite {
+                doomed: Vec::new(),
+                fresh,
+                run: Some(run),
+            });
+        }
+        let (doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
+        let fresh = rebuild(&segments, lines.iter().copied(), seal)?;
+        let run = fresh
+            .last()
+            .filter(|last| last.csv.len() < small_tail)
+            .and_then(|last| Some((last.last_key()?, last.clone())))
+            .into_iter()
+            .collect();
+        Ok(Rewrite {
+            doomed,
+            fresh,
+            run: Some(run),
+        })
+    }
+
+    /// Lines that fall among the owner's stored `segments`: those merged with them, stored
+    /// lines staying as they are (their differing bytes recorded in `kept`). `None` when every
+    /// line was stored already. The owner is not remembered: its next batch reads its run back.
+    fn merge(
+        &self,
+        owner: O,
+        segments: Run,
+        lines: &[Line<'_>],
+        kept: &mut Kept<O>,
+    ) -> Result<Option<Rewrite>, Error> {
+        let (doomed, segments): (Vec<LineKey>, Vec<Segment>) = segments.into_iter().unzip();
+        for line in lines {
+            let stored = segments.iter().find_map(|s| s.view().find(line.key));
+            if let Some(stored) = stored.filter(|stored| stored.csv != line.csv) {
+                kept.insert((owner, line.key), stored.csv.to_vec());
+            }
+        }
+        let fresh = rebuild(&segments, lines.iter().copied(), self.packing.seal)?;
+        // Rebuilding only ever adds lines: as many as were stored means none was new.
+        let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
+        Ok((count(&fresh) != count(&segments)).then_some(Rewrite {
+            doomed,
+            fresh,
+            run: None,
+        }))
     }
 }
 
@@ -232,7 +320,7 @@ mod tests {
     impl SegmentTable for Memory {
         type Owner = u8;
 
-        fn touched(&mut self, asks: &[Ask<u8>], small_tail: usize) -> Result<Touched<u8>, Error> {
+        fn touched(&mut self, asks: &[Ask<u8>], packing: Packing) -> Result<Touched<u8>, Error> {
             self.touched_calls += 1;
             self.asked.extend_from_slice(asks);
             let mut read = Touched::default();
@@ -242,11 +330,11 @@ mod tests {
                     .range((ask.owner, (i64::MIN, i64::MIN, i64::MIN, i64::MIN))..)
                     .take_while(|((owner, _), _)| *owner == ask.owner)
                     .collect();
-                let Some(((_, last_key), last)) = owned.last() else {
+                let Some(((_, last_key), _)) = owned.last() else {
                     continue;
                 };
                 read.last_keys.insert(ask.owner, *last_key);
-                let mut stored: Vec<(LineKey, Segment)> = owned
+                let mut stored: Run = owned
                     .iter()
                     .filter(|((_, key), segment)| {
                         *key >= ask.first
@@ -256,8 +344,18 @@ mod tests {
                     })
                     .map(|((_, key), segment)| (*key, (*segment).clone()))
                     .collect();
-                if stored.is_empty() && last.csv.len() < small_tail && *last_key < ask.first {
-                    stored.push((*last_key, (*last).clone()));
+                if stored.is_empty() {
+                    let last = owned.iter().rev().take(packing.run);
+                    stored = trailing_run(
+                        last.map(|((_, key), segment)| {
+                            let small = segment.csv.len() < packing.small_tail;
+                            (
+                                *key,
+                                (small && *key < ask.first).then(|| (*segment).clone()),
+                            )
+                        })
+                        .collect(),
+                    );
                 }
                 if !stored.is_empty() {
                     read.stored.insert(ask.owner, stored);
@@ -303,6 +401,7 @@ mod tests {
     const PACKING: Packing = Packing {
         seal: 40,
         small_tail: 20,
+        run: 3,
     };
 
     fn store(
@@ -331,29 +430,91 @@ mod tests {
     }
 
     #[test]
-    fn appends_read_nothing_back_and_grow_the_small_tail() {
+    fn appends_make_segments_of_their_own_until_the_run_is_merged() {
         let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
-        for time in 1..=20 {
+        let sizes = |table: &Memory| -> Vec<usize> {
+            table.segments.values().map(|s| s.csv.len()).collect()
+        };
+        for time in 1..=3 {
             store(&mut engine, &mut table, &[(7, at(time), "line\n")]);
         }
-        // Only the first batch asked: every later one appended to the remembered tail.
-        assert_eq!(table.touched_calls, 1);
-        let lines = table.lines(7);
-        assert_eq!(lines.len(), 20);
-        // A tail grows while it holds under 20 bytes: four lines of five bytes a segment.
-        for segment in table.segments.values() {
-            assert_eq!(segment.csv.len(), 20);
+        // Three batches, three small segments: nothing stored was rewritten.
+        assert_eq!(sizes(&table), [5, 5, 5]);
+        assert!(table.deleted.is_empty());
+        // The run is full: the fourth batch merges it with its line, into a segment that is
+        // no longer small.
+        store(&mut engine, &mut table, &[(7, at(4), "line\n")]);
+        assert_eq!(sizes(&table), [20]);
+        assert_eq!(table.deleted.len(), 3);
+        for time in 5..=20 {
+            store(&mut engine, &mut table, &[(7, at(time), "line\n")]);
         }
-        assert_eq!(table.segments.len(), 5);
+        // Only the first batch asked: every later one appended to the remembered run.
+        assert_eq!(table.touched_calls, 1);
+        assert_eq!(table.lines(7).len(), 20);
+        assert_eq!(sizes(&table), [20; 5]);
     }
 
     #[test]
-    fn a_forgetful_engine_grows_the_small_tail_from_the_table() {
-        let mut table = Memory::default();
-        store(&mut Engine::new(PACKING), &mut table, &[(7, at(1), "a\n")]);
-        store(&mut Engine::new(PACKING), &mut table, &[(7, at(2), "b\n")]);
-        assert_eq!(table.segments.len(), 1, "the small tail grew");
+    fn a_run_is_merged_before_it_holds_the_small_tail() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        store(&mut engine, &mut table, &[(7, at(1), "first line\n")]);
+        // Eleven bytes and nine would make twenty: merged, though the run has room.
+        store(&mut engine, &mut table, &[(7, at(2), "and more\n")]);
+        assert_eq!(table.segments.len(), 1);
         assert_eq!(table.lines(7).len(), 2);
+        // A batch of a small segment's bytes or more follows a segment that is not small.
+        store(
+            &mut engine,
+            &mut table,
+            &[(7, at(3), "twenty bytes a line\n")],
+        );
+        assert_eq!(table.segments.len(), 2);
+        assert_eq!(table.deleted.len(), 1);
+    }
+
+    #[test]
+    fn a_forgetful_engine_reads_the_run_back() {
+        let mut table = Memory::default();
+        for (time, csv) in [(1, "a\n"), (2, "b\n"), (3, "c\n")] {
+            store(&mut Engine::new(PACKING), &mut table, &[(7, at(time), csv)]);
+        }
+        assert_eq!(table.segments.len(), 3, "the run grew");
+        store(&mut Engine::new(PACKING), &mut table, &[(7, at(4), "d\n")]);
+        assert_eq!(table.segments.len(), 1, "the run, read back, was merged");
+        assert_eq!(table.lines(7).len(), 4);
+    }
+
+    #[test]
+    fn lines_in_a_gap_before_a_stored_segment_are_not_an_append() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        let sealed: Vec<_> = (100..108).map(|t| (7, at(t), "line\n")).collect();
+        store(&mut engine, &mut table, &sealed);
+        engine.forget();
+        // Before the stored segment's first line: among no segment, yet not after the last.
+        store(&mut engine, &mut table, &[(7, at(50), "early\n")]);
+        // Were the owner remembered as ending at 50, this would be appended after it and
+        // overlap the stored segment.
+        store(&mut engine, &mut table, &[(7, at(104), "inside\n")]);
+        let lines = table.lines(7);
+        assert_eq!(lines.len(), 9);
+        assert_eq!(lines[0], (at(50), "early\n".to_owned()));
+        assert_eq!(table.touched_calls, 3);
+    }
+
+    #[test]
+    fn a_run_is_the_small_segments_back_from_the_last() {
+        let (one, two, three) = ((1, 0, 0, 0), (2, 0, 0, 0), (3, 0, 0, 0));
+        // In any order; a segment that may not belong ends the run.
+        assert_eq!(
+            trailing_run(vec![(three, Some('c')), (one, Some('a')), (two, None)]),
+            [(three, 'c')]
+        );
+        assert_eq!(
+            trailing_run(vec![(two, Some('b')), (one, Some('a'))]),
+            [(one, 'a'), (two, 'b')]
+        );
+        assert!(trailing_run::<char>(vec![(three, None), (two, Some('b'))]).is_empty());
     }
 
     #[test]

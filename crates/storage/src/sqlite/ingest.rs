@@ -10,7 +10,8 @@ use rusqlite::{
 use super::checkpoint::Checkpoints;
 use super::{at_segment, connect, map_err, verified};
 use crate::segment::{
-    self, Ask, Engine, Line, LineKey, Packing, SMALL_TAIL_BYTES, Segment, SegmentTable, Touched,
+    self, Ask, Engine, Line, LineKey, Packing, RUN_SEGMENTS, SMALL_TAIL_BYTES, Segment,
+    SegmentTable, Touched,
 };
 use crate::{
     BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
@@ -30,6 +31,7 @@ pub struct SqliteWriter {
 const LEDGER: Packing = Packing {
     seal: segment::SEGMENT_BYTES,
     small_tail: SMALL_TAIL_BYTES,
+    run: RUN_SEGMENTS,
 };
 
 /// The ledger's segment engine, with what it knows of each party's last stored segment. Only
@@ -200,10 +202,11 @@ pub(super) const AMONG_SQL: &str = "SELECT last_time, last_block, last_seq, last
      AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
      AND first_time <= ?6";
 
-/// The key of party `?1`'s last segment, and whether its lines are fewer than `?2` bytes.
+/// The keys of party `?1`'s last `?3` segments, the last first, and whether each one's lines are
+/// fewer than `?2` bytes.
 pub(super) const LAST_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx, \
      length(csv) < ?2 FROM ledger_segments WHERE party = ?1 \
-     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1";
+     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT ?3";
 
 /// The blobs of one segment, by its key.
 pub(super) const TAIL_SQL: &str = "SELECT csv, keys, csv_sum, keys_sum FROM ledger_segments WHERE party = ?1 \
@@ -218,13 +221,14 @@ impl SegmentTable for LedgerTable<'_, '_> {
     type Owner = i64;
 
     /// Two range searches of `ledger_segments_key` per party: the segments its lines fall
-    /// among, then its last segment (the blobs only when it is the small tail to grow;
-    /// `length` of a blob reads only its record's header).
-    fn touched(&mut self, asks: &[Ask<i64>], small_tail: usize) -> Result<Touched<i64>, Error> {
+    /// among, then its last segments (the blobs only of those in the run; `length` of a blob
+    /// reads only its record's header).
+    fn touched(&mut self, asks: &[Ask<i64>], packing: Packing) -> Result<Touched<i64>, Error> {
         let mut among = self.tx.prepare_cached(AMONG_SQL).map_err(map_err)?;
         let mut last = self.tx.prepare_cached(LAST_SQL).map_err(map_err)?;
         let mut tail = self.tx.prepare_cached(TAIL_SQL).map_err(map_err)?;
-        let small_tail = i64::try_from(small_tail).unwrap_or(i64::MAX);
+        let small_tail = i64::try_from(packing.small_tail).unwrap_or(i64::MAX);
+        let run = i64::try_from(packing.run).unwrap_or(i64::MAX);
         let mut read = Touched::default();
         for ask in asks {
             let (time, block, seq, idx) = ask.first;
@@ -240,30 +244,33 @@ impl SegmentTable for LedgerTable<'_, '_> {
                     stored_segment(row, 4).map_err(|err| at_segment(err, ask.owner, row, 0))?;
                 stored.push((key, segment));
             }
-            let Some((last_key, small)) = last
-                .query_row(params![ask.owner, small_tail], |row| {
-                    Ok((key_of(row), row.get::<_, bool>(4)?))
-                })
-                .optional()
-                .map_err(map_err)?
-            else {
+            let mut lasts = Vec::new();
+            let mut rows = last
+                .query(params![ask.owner, small_tail, run])
+                .map_err(map_err)?;
+            while let Some(row) = rows.next().map_err(map_err)? {
+                lasts.push((key_of(row)?, row.get::<_, bool>(4).map_err(map_err)?));
+            }
+            let Some(&(last_key, _)) = lasts.first() else {
                 continue;
             };
-            let last_key = last_key?;
             read.last_keys.insert(ask.owner, last_key);
-            if stored.is_empty() && small && last_key < ask.first {
-                let (time, block, seq, idx) = last_key;
-                let segment = tail
-                    .query_row(params![ask.owner, time, block, seq, idx], |row| {
-                        Ok(stored_segment(row, 0))
-                    })
-                    .map_err(map_err)?
-                    .map_err(|err| {
-                        err.at("ledger_segments", || {
-                            segment::describe("party", ask.owner, last_key)
+            if stored.is_empty() && last_key < ask.first {
+                // The run: the last segments while they are small, the last first.
+                for (key, _) in lasts.into_iter().take_while(|(_, small)| *small) {
+                    let (time, block, seq, idx) = key;
+                    let segment = tail
+                        .query_row(params![ask.owner, time, block, seq, idx], |row| {
+                            Ok(stored_segment(row, 0))
                         })
-                    })?;
-                stored.push((last_key, segment));
+                        .map_err(map_err)?
+                        .map_err(|err| {
+                            err.at("ledger_segments", || {
+                                segment::describe("party", ask.owner, key)
+                            })
+                        })?;
+                    stored.push((key, segment));
+                }
             }
             if !stored.is_empty() {
                 read.stored.insert(ask.owner, stored);

@@ -488,3 +488,40 @@ fn create_new_leaves_one_self_contained_file_or_nothing() {
     assert!(matches!(result, Err(Error::Corrupt(_))));
     assert!(!failed.exists());
 }
+
+/// Party 1's segments' lines' bytes, in key order.
+fn segment_sizes(path: &std::path::Path) -> Vec<usize> {
+    let conn = Connection::open(path).unwrap();
+    let mut statement = conn
+        .prepare(
+            "SELECT length(csv) FROM ledger_segments s JOIN parties p ON p.id = s.party \
+             WHERE p.hex = ?1 ORDER BY last_time, last_block, last_seq, last_idx",
+        )
+        .unwrap();
+    statement
+        .query_map([&suite::party(1).as_bytes()[..]], |row| row.get::<_, i64>(0))
+        .unwrap()
+        .map(|size| usize::try_from(size.unwrap()).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_stream_of_small_batches_fills_segments() {
+    let temp = TempStore::new();
+    // One writer remembers its run; then a writer every seven batches (an ingest restarted)
+    // reads it back from the file.
+    let mut writer = temp.store.writer().unwrap();
+    for n in 0..300 {
+        writer.commit(&suite::packing::small_batch(n)).unwrap();
+    }
+    drop(writer);
+    for batches in (300..500).collect::<Vec<u64>>().chunks(7) {
+        let mut writer = temp.store.writer().unwrap();
+        for n in batches {
+            writer.commit(&suite::packing::small_batch(*n)).unwrap();
+        }
+    }
+    // 150 kB of lines: four segments of at least 32 KiB.
+    suite::packing::assert_packed(&segment_sizes(temp.store.path()), 4);
+    suite::packing::assert_small_batches_exported(&temp.store, 0..500);
+}

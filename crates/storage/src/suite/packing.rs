@@ -1,0 +1,68 @@
+//! How a stream of small batches is packed into a party's ledger segments, alike on every
+//! backend: each backend's test commits [`small_batch`]es (restarting its writer now and then,
+//! so that the run is read back from the store as well as remembered) and checks the stored
+//! sizes with [`assert_packed`] and the export with [`assert_small_batches_exported`].
+
+use std::ops::Range;
+
+use crate::segment::{RUN_SEGMENTS, SMALL_TAIL_BYTES};
+use crate::{IngestBatch, Store};
+
+/// Lines in each [`small_batch`].
+const LINES: u64 = 3;
+
+/// Bytes of each line of a [`small_batch`], its newline included.
+const WIDTH: usize = 100;
+
+/// Batch `n` of a stream committed a block at a time, as the live socket commits: three
+/// 100-byte lines of party 1, asset 1, at vega times `3n` to `3n + 2`, each labelled with its
+/// line number.
+pub fn small_batch(n: u64) -> IngestBatch {
+    let rows = (n * LINES..(n + 1) * LINES)
+        .map(|line| {
+            let time = i64::try_from(line).unwrap();
+            let label = format!("{line:0>width$}", width = WIDTH - 1);
+            super::ledger_row(&label, 1, 1, (time, n, line, 0))
+        })
+        .collect();
+    super::ledger_batch(rows)
+}
+
+/// Checks that party 1 exports every line of the small batches `batches`, in order.
+pub fn assert_small_batches_exported(store: &impl Store, batches: Range<u64>) {
+    let (labels, _) = super::export(store, &super::filter(1, None, None, None));
+    let lines = batches.start * LINES..batches.end * LINES;
+    let expected: Vec<String> = lines
+        .map(|line| format!("{line:0>width$}", width = WIDTH - 1))
+        .collect();
+    assert_eq!(labels, expected);
+}
+
+/// Checks how one party's segments are packed, given each one's lines' bytes in key order: the
+/// small ones (under [`SMALL_TAIL_BYTES`]) only at the end, at most [`RUN_SEGMENTS`] of them
+/// and fewer than [`SMALL_TAIL_BYTES`] bytes together, after at least `sealed` others.
+pub fn assert_packed(sizes: &[usize], sealed: usize) {
+    let large = sizes
+        .iter()
+        .position(|size| *size < SMALL_TAIL_BYTES)
+        .unwrap_or(sizes.len());
+    let run = &sizes[large..];
+    assert!(
+        large >= sealed,
+        "{large} segments before the run: {sizes:?}"
+    );
+    assert!(
+        run.iter().all(|size| *size < SMALL_TAIL_BYTES),
+        "a small segment before a large one: {sizes:?}"
+    );
+    assert!(
+        run.len() <= RUN_SEGMENTS,
+        "a run of {}: {sizes:?}",
+        run.len()
+    );
+    assert!(
+        run.iter().sum::<usize>() < SMALL_TAIL_BYTES,
+        "a run of {} bytes: {sizes:?}",
+        run.iter().sum::<usize>()
+    );
+}
