@@ -499,7 +499,9 @@ fn segment_sizes(path: &std::path::Path) -> Vec<usize> {
         )
         .unwrap();
     statement
-        .query_map([&suite::party(1).as_bytes()[..]], |row| row.get::<_, i64>(0))
+        .query_map([&suite::party(1).as_bytes()[..]], |row| {
+            row.get::<_, i64>(0)
+        })
         .unwrap()
         .map(|size| usize::try_from(size.unwrap()).unwrap())
         .collect()
