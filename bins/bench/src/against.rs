@@ -143,8 +143,9 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
             );
         }
         export_bytes = bytes[0];
-        let times = alternately(plan.export_runs, addrs, |addr| async move {
-            Ok(export::once(addr, &whale.path).await?.time)
+        let times = alternately(plan.export_runs, |which| {
+            let addr = addrs[which];
+            async move { Ok(export::once(addr, &whale.path).await?.time) }
         })
         .await?;
         pool(&mut export_times, times);
@@ -207,22 +208,18 @@ fn pinned_launcher() -> Vec<String> {
     ]
 }
 
-/// `rounds` runs of `once` on each server, alternating, the order swapped every round so that
-/// neither always goes first; the durations of each server's runs.
-async fn alternately<F, Fut>(
-    rounds: u32,
-    addrs: [SocketAddr; 2],
-    mut once: F,
-) -> Result<[Vec<Duration>; 2]>
+/// `rounds` runs of `once` on each of two targets (`once(0)` and `once(1)`), alternating, the
+/// order swapped every round so that neither always goes first; each target's results.
+pub(crate) async fn alternately<T, F, Fut>(rounds: u32, mut once: F) -> Result<[Vec<T>; 2]>
 where
-    F: FnMut(SocketAddr) -> Fut,
-    Fut: Future<Output = Result<Duration>>,
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<T>>,
 {
     let mut samples = [Vec::new(), Vec::new()];
     for round in 0..rounds as usize {
         for turn in 0..2 {
             let which = (round + turn) % 2;
-            samples[which].push(once(addrs[which]).await?);
+            samples[which].push(once(which).await?);
         }
     }
     Ok(samples)

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
+use crate::against;
 use crate::export::{self, ExportCase};
 use crate::http_client::{Accept, Connection, FAST_BUFFER};
 use crate::listing::{self, CLIENTS, PageCase};
@@ -164,16 +165,19 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
     // page cache (this machine reclaims it quickly), and the comparison is with a cached file.
     export::once(ours, &plan.export.path).await?;
     export::once(nginx.addr, &export_path).await?;
-    let mut times = (Vec::new(), Vec::new());
-    let mut shapes = (None, None);
-    for _ in 0..plan.export_runs {
-        let run = export::once(ours, &plan.export.path).await?;
-        shapes.0 = Some((run.rows, run.bytes));
-        times.0.push(run.time);
-        let run = export::once(nginx.addr, &export_path).await?;
-        shapes.1 = Some((run.rows, run.bytes));
-        times.1.push(run.time);
-    }
+    let targets = [
+        (ours, plan.export.path.as_str()),
+        (nginx.addr, export_path.as_str()),
+    ];
+    let runs = against::alternately(plan.export_runs, |which| {
+        let (addr, path) = targets[which];
+        async move { export::once(addr, path).await }
+    })
+    .await?;
+    let shape = |runs: &[export::Run]| runs.last().map(|run| (run.rows, run.bytes));
+    let times = |runs: &[export::Run]| runs.iter().map(|run| run.time).collect::<Vec<_>>();
+    let shapes = (shape(&runs[0]), shape(&runs[1]));
+    let times = (times(&runs[0]), times(&runs[1]));
     if shapes.0 != shapes.1 {
         bail!(
             "nginx's copy of the export differs: {:?} vs {:?} rows and bytes",
