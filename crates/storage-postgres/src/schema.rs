@@ -387,11 +387,12 @@ fn partition(tx: &mut Transaction<'_>, layout: &Layout) -> Result<(), Error> {
 
 /// The autovacuum settings of every partition of both tables of segments and of its TOAST
 /// table: vacuumed once a thousand versions are dead, whatever the table's size, and at full
-/// speed. The writer replaces an owner's last segment with every batch that adds to it, leaving
-/// a dead version of up to 32 KiB of lines behind each time; with PostgreSQL's defaults (a
-/// table is vacuumed once a fifth of it is dead, at a throttled pace) the dead versions outran
-/// the vacuum, and a 16× ingest left its ledger partitions 7.4 times the size of their live
-/// segments (docs/PERFORMANCE.md, "Scale"). They only act where autovacuum is on, as it is by
+/// speed. The writer replaces a party's small last segments every few batches that add to it,
+/// and a spec's small last segment with each, leaving dead versions of up to 32 KiB of lines
+/// behind; with PostgreSQL's defaults (a table is vacuumed once a fifth of it is dead, at a
+/// throttled pace) the dead versions outran the vacuum, and a 16× ingest (before the runs of
+/// small segments, which halved the dead space) left its ledger partitions 7.4 times the size
+/// of their live segments (docs/PERFORMANCE.md, "Scale"). They only act where autovacuum is on, as it is by
 /// default.
 const VACUUM_SETTINGS: [&str; 3] = [
     "autovacuum_vacuum_scale_factor=0",

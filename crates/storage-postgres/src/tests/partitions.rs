@@ -95,24 +95,34 @@ fn a_page_reads_the_first_data_of_an_owner_it_found_empty_before() {
     assert_eq!(suite::spec_labels(&store, 1), "first");
 }
 
-/// The partitions' autovacuum settings and their TOAST tables', each `table: options`, sorted.
-fn vacuum_settings(db: &TestDatabase) -> Vec<String> {
-    let mut settings: Vec<String> = db
+/// One line per partition of both tables of segments, `expression` of its `pg_class` row `c`
+/// (and whatever `joins` adds), sorted.
+fn per_partition(db: &TestDatabase, expression: &str, joins: &str) -> Vec<String> {
+    let mut lines: Vec<String> = db
         .client()
         .query(
-            "SELECT c.relname || ': ' || array_to_string(coalesce(c.reloptions, '{}'), ' ') \
-             || ' / ' || array_to_string(coalesce(t.reloptions, '{}'), ' ') \
-             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-             JOIN pg_class t ON t.oid = c.reltoastrelid \
-             WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
+            &format!(
+                "SELECT {expression} FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+                 {joins} WHERE i.inhparent IN (to_regclass($1), to_regclass($2))"
+            ),
             &[&LEDGER.name, &ORACLE.name],
         )
         .unwrap()
         .iter()
         .map(|row| row.get(0))
         .collect();
-    settings.sort();
-    settings
+    lines.sort();
+    lines
+}
+
+/// The partitions' autovacuum settings and their TOAST tables', each `table: options`, sorted.
+fn vacuum_settings(db: &TestDatabase) -> Vec<String> {
+    per_partition(
+        db,
+        "c.relname || ': ' || array_to_string(coalesce(c.reloptions, '{}'), ' ') \
+         || ' / ' || array_to_string(coalesce(t.reloptions, '{}'), ' ')",
+        "JOIN pg_class t ON t.oid = c.reltoastrelid",
+    )
 }
 
 /// Every partition, and its TOAST table, is vacuumed after a thousand dead versions at full
@@ -148,18 +158,5 @@ fn every_partition_is_vacuumed_early_and_keeps_it() {
 
 /// The transaction that last wrote each partition's catalog row (`pg_class.xmin`), sorted.
 fn catalog_versions(db: &TestDatabase) -> Vec<String> {
-    let mut versions: Vec<String> = db
-        .client()
-        .query(
-            "SELECT c.relname || ' ' || c.xmin::text FROM pg_inherits i \
-             JOIN pg_class c ON c.oid = i.inhrelid \
-             WHERE i.inhparent IN (to_regclass($1), to_regclass($2))",
-            &[&LEDGER.name, &ORACLE.name],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    versions.sort();
-    versions
+    per_partition(db, "c.relname || ' ' || c.xmin::text", "")
 }

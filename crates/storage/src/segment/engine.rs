@@ -203,16 +203,15 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                 None => stored.remove(&owner).unwrap_or_default(),
             };
             segments.sort_unstable_by_key(|(key, _)| *key);
-            let new_lines: Vec<Line<'_>> = owner_lines.iter().map(|(_, line)| *line).collect();
             // Not when the lines fall in a gap before a stored segment: none is among them, but
             // the owner's segments do not end before them.
-            let first = new_lines[0].key;
+            let first = owner_lines[0].1.key;
             let appends = segments.last().is_none_or(|(last, _)| *last < first)
                 && last_keys.get(&owner).is_none_or(|last| *last < first);
             let rewrite = if appends {
-                self.append(segments, &new_lines)?
+                self.append(segments, owner_lines)?
             } else {
-                match self.merge(owner, segments, &new_lines, &mut kept)? {
+                match self.merge(owner, segments, owner_lines, &mut kept)? {
                     Some(rewrite) => rewrite,
                     None => continue,
                 }
@@ -237,17 +236,17 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
 
     /// Lines that all come after the owner's stored ones, `run` its run: a segment of their own
     /// after it while the run stays within the policy's bounds, or else merged with it.
-    fn append(&self, run: Run, lines: &[Line<'_>]) -> Result<Rewrite, Error> {
+    fn append(&self, mut run: Run, lines: &[(O, Line<'_>)]) -> Result<Rewrite, Error> {
         let Packing {
             seal,
             small_tail,
             run: most,
         } = self.packing;
-        let bytes = |csv: usize| csv + lines.iter().map(|line| line.csv.len()).sum::<usize>();
-        let run_bytes = run.iter().map(|(_, segment)| segment.csv.len()).sum();
-        if run.len() < most && bytes(run_bytes) < small_tail {
-            let mut run = run;
-            let fresh = rebuild(&[], lines.iter().copied(), seal)?;
+        let lines = || lines.iter().map(|(_, line)| *line);
+        let new_bytes: usize = lines().map(|line| line.csv.len()).sum();
+        let run_bytes: usize = run.iter().map(|(_, segment)| segment.csv.len()).sum();
+        if run.len() < most && run_bytes + new_bytes < small_tail {
+            let fresh = rebuild(&[], lines(), seal)?;
             run.extend(
                 fresh
                     .iter()
@@ -260,7 +259,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             });
         }
         let (doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
-        let fresh = rebuild(&segments, lines.iter().copied(), seal)?;
+        let fresh = rebuild(&segments, lines(), seal)?;
         let run = fresh
             .last()
             .filter(|last| last.csv.len() < small_tail)
@@ -281,17 +280,18 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         &self,
         owner: O,
         segments: Run,
-        lines: &[Line<'_>],
+        lines: &[(O, Line<'_>)],
         kept: &mut Kept<O>,
     ) -> Result<Option<Rewrite>, Error> {
         let (doomed, segments): (Vec<LineKey>, Vec<Segment>) = segments.into_iter().unzip();
-        for line in lines {
+        let lines = || lines.iter().map(|(_, line)| *line);
+        for line in lines() {
             let stored = segments.iter().find_map(|s| s.view().find(line.key));
             if let Some(stored) = stored.filter(|stored| stored.csv != line.csv) {
                 kept.insert((owner, line.key), stored.csv.to_vec());
             }
         }
-        let fresh = rebuild(&segments, lines.iter().copied(), self.packing.seal)?;
+        let fresh = rebuild(&segments, lines(), self.packing.seal)?;
         // Rebuilding only ever adds lines: as many as were stored means none was new.
         let count = |segments: &[Segment]| segments.iter().map(Segment::lines).sum::<usize>();
         Ok((count(&fresh) != count(&segments)).then_some(Rewrite {
