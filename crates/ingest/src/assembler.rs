@@ -1,13 +1,14 @@
 //! The assembler: follows blocks and the vega time, stamps rows with their block's time, skips
 //! what an earlier run stored, and gathers complete blocks into batches for the writer.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 
 use std::sync::Arc;
 
-use ledger_core::{EntryKey, VegaTime, VegaTimeColumn, restamp};
+use ledger_core::{EntryKey, PartyId, VegaTime, VegaTimeColumn, restamp};
 use oracle_core::Position;
 use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
@@ -17,6 +18,13 @@ use crate::prepare::{Item, Label, Prepared};
 use crate::reader::{Chunks, Message};
 use crate::writer::{Done, Job, StoreHandle};
 use crate::{IngestError, IngestStats, StreamError};
+
+/// How much larger than [`IngestOptions::max_batch_rows`] a batch spread thin over many parties
+/// may grow (see [`Assembler::batch_due`]).
+pub(crate) const GROWTH: usize = 4;
+
+/// The rows per party a batch of [`IngestOptions::max_batch_rows`] rows grows towards.
+pub(crate) const ROWS_PER_PARTY: usize = 64;
 
 /// The block being assembled.
 struct OpenBlock {
@@ -127,6 +135,8 @@ pub(crate) struct Assembler<'o, 'p> {
     /// An emptied batch back from the writer, whose buffers the next batch reuses.
     spare: Option<IngestBatch>,
     batch_started: Option<Instant>,
+    /// The parties whose ledger rows the batch holds.
+    batch_parties: HashSet<PartyId>,
     pending: IngestStats,
     stats: IngestStats,
 }
@@ -155,6 +165,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
             batch: IngestBatch::default(),
             spare: None,
             batch_started: None,
+            batch_parties: HashSet::new(),
             pending: IngestStats::default(),
             stats: IngestStats::default(),
         }
@@ -241,11 +252,22 @@ impl<'o, 'p> Assembler<'o, 'p> {
             .is_some_and(|stop| stop.load(Ordering::Relaxed))
     }
 
+    /// Whether the batch goes to the writer now: it is old, or it holds `max_batch_rows` rows
+    /// and [`ROWS_PER_PARTY`] rows per party, or [`GROWTH`] times the rows whatever the parties.
+    ///
+    /// A commit's cost grows with the parties it touches more than with its rows: each one's
+    /// newest segment and the page that holds it are written again. A batch of many parties
+    /// with a few rows each (a stream of many small traders) is committed in fewer, larger
+    /// batches; one of a few busy parties is cut at `max_batch_rows` as before, so the memory
+    /// only grows where the commits would otherwise cost the most.
     fn batch_due(&self) -> bool {
-        self.batch.ledger_rows.len() + self.batch.oracle_rows.len() >= self.options.max_batch_rows
-            || self
-                .batch_started
-                .is_some_and(|started| started.elapsed() >= self.options.max_batch_age)
+        let rows = self.batch.ledger_rows.len() + self.batch.oracle_rows.len();
+        let max_rows = self.options.max_batch_rows;
+        let aged = self
+            .batch_started
+            .is_some_and(|started| started.elapsed() >= self.options.max_batch_age);
+        aged || rows >= max_rows.saturating_mul(GROWTH)
+            || (rows >= max_rows && rows >= ROWS_PER_PARTY.saturating_mul(self.batch_parties.len()))
     }
 
     /// A live source's connection ended: the next one starts afresh.
@@ -474,6 +496,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
         self.pending.oracle_data += block.oracle_rows.len() as u64;
         self.pending.last_height = Some(block.height);
         self.pending.last_vega_time = self.vega_time;
+        self.batch_parties
+            .extend(block.ledger_rows.iter().map(|row| row.party));
         self.batch.ledger_rows.append(&mut block.ledger_rows);
         self.batch.oracle_rows.append(&mut block.oracle_rows);
         self.batch_started.get_or_insert_with(Instant::now);
@@ -490,6 +514,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
         self.store.send(Job::Commit(batch))?;
         self.store.in_flight = Some(std::mem::take(&mut self.pending));
         self.batch_started = None;
+        self.batch_parties.clear();
         Ok(())
     }
 

@@ -28,11 +28,15 @@ use crate::{Format, IngestError, IngestStats, Input};
 /// How an ingest runs.
 #[derive(Debug)]
 pub struct IngestOptions<'a> {
-    /// Commit once this many rows wait, even while the input keeps coming.
+    /// Commit once this many rows wait, even while the input keeps coming. A batch spread thin
+    /// over many parties (under 64 rows a party) keeps growing, up to four times this: such
+    /// commits cost more per row.
     pub max_batch_rows: usize,
     /// Commit when the input has been quiet this long.
     pub idle_commit: Duration,
-    /// Commit at least this often while the input keeps coming.
+    /// Commit at least this often while the input keeps coming (a bulk load, a catch-up: a
+    /// live stream goes quiet between blocks and commits at [`Self::idle_commit`]). Default
+    /// 2 s, long enough for a batch spread over many parties to reach its size.
     pub max_batch_age: Duration,
     /// A longer record (NDJSON line, buffer record's payload) is an error, refused before it is
     /// read: this bounds the reader's memory whatever the input.
@@ -55,7 +59,7 @@ impl Default for IngestOptions<'_> {
         Self {
             max_batch_rows: 50_000,
             idle_commit: Duration::from_millis(50),
-            max_batch_age: Duration::from_millis(500),
+            max_batch_age: Duration::from_millis(2000),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: None,
             stop: None,

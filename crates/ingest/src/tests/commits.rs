@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
-use super::lines::{A, blocks, text};
+use super::lines::{A, Body, T1, block, blocks, entry, text};
 use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
+use crate::assembler::GROWTH;
 use crate::{IngestError, IngestOptions, IngestStats, ingest};
 
 /// Passes everything on and keeps a copy of every batch; refuses the `fail_at`-th commit.
@@ -109,6 +110,41 @@ fn blocks_commit_whole_whatever_the_batch_size() {
         assert_eq!(check_whole_blocks(&recording.batches), expected);
         assert_eq!(temp.snapshot(&input), reference);
     }
+}
+
+/// The rows of each batch `ingest` commits of `lines` with batches of `max_batch_rows`; every
+/// block whole.
+fn batch_rows(lines: &[String], max_batch_rows: usize) -> Vec<usize> {
+    let temp = TempStore::new();
+    let mut writer = temp.store.writer().unwrap();
+    let mut recording = Recording::new(&mut writer);
+    let options = IngestOptions {
+        max_batch_rows,
+        ..idle_only(Duration::from_secs(3600))
+    };
+    ingest(owned(&text(lines)), &mut recording, &options, &mut |_| {}).unwrap();
+    check_whole_blocks(&recording.batches);
+    let rows = |batch: &IngestBatch| batch.ledger_rows.len() + batch.oracle_rows.len();
+    recording.batches.iter().map(rows).collect()
+}
+
+#[test]
+fn batches_of_many_parties_grow_and_batches_of_few_do_not() {
+    // Few parties (three, five rows a block, 200 rows at least ROWS_PER_PARTY for each): cut at
+    // the first block boundary past the size.
+    assert_eq!(batch_rows(&blocks(100), 200), [200, 200, 100]);
+    // Two new parties a block, one row each: a commit would rewrite a party's newest page for
+    // each row, so the batch grows to four times the size.
+    let party = |n: u64| format!("{n:064x}");
+    let thin: Vec<String> = (1..=1000)
+        .flat_map(|height| {
+            let (from, to) = (party(2 * height), party(2 * height + 1));
+            let entry = entry(Some(&from), Some(&to), "1");
+            let time = T1 + height as i64;
+            block(height, time, vec![Body::Ledger(vec![entry])])
+        })
+        .collect();
+    assert_eq!(batch_rows(&thin, 200), [GROWTH * 200, GROWTH * 200, 400]);
 }
 
 #[test]
