@@ -132,7 +132,8 @@ pub(crate) struct Assembler<'o, 'p> {
     saw_end_block: bool,
     block: Option<OpenBlock>,
     batch: IngestBatch,
-    /// An emptied batch back from the writer, whose buffers the next batch reuses.
+    /// A committed batch back from the writer, whose buffers the next batch reuses once its
+    /// rows are freed (see [`Self::flush`]).
     spare: Option<IngestBatch>,
     batch_started: Option<Instant>,
     /// The parties whose ledger rows the batch holds.
@@ -509,12 +510,17 @@ impl<'o, 'p> Assembler<'o, 'p> {
             return Ok(());
         }
         self.settle()?;
-        let next = self.spare.take().unwrap_or_default();
-        let batch = std::mem::replace(&mut self.batch, next);
+        let batch = std::mem::take(&mut self.batch);
         self.store.send(Job::Commit(batch))?;
         self.store.in_flight = Some(std::mem::take(&mut self.pending));
         self.batch_started = None;
         self.batch_parties.clear();
+        // The batch committed before comes back with its rows: they are freed here, while the
+        // writer commits this one, and its buffers hold the next batch.
+        if let Some(mut spare) = self.spare.take() {
+            spare.clear();
+            self.batch = spare;
+        }
         Ok(())
     }
 
@@ -539,7 +545,12 @@ impl<'o, 'p> Assembler<'o, 'p> {
     /// Commits everything complete and waits until it is.
     fn commit(&mut self) -> Result<(), IngestError> {
         self.flush()?;
-        self.settle()
+        self.settle()?;
+        // Nothing is in flight: its rows are not kept until the next batch is sent.
+        if let Some(spare) = &mut self.spare {
+            spare.clear();
+        }
+        Ok(())
     }
 }
 

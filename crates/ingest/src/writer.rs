@@ -14,7 +14,8 @@ pub(crate) enum Job {
     Blocks(u64),
 }
 
-/// The writer thread's answer to a [`Job`]; a committed batch comes back emptied, for reuse.
+/// The writer thread's answer to a [`Job`]; a committed batch comes back as it was, for
+/// the assembler to empty and reuse.
 pub(crate) enum Done {
     Committed(Result<IngestBatch, storage::Error>),
     Blocks(Result<Vec<BlockRecord>, storage::Error>),
@@ -27,12 +28,9 @@ pub(crate) fn write_jobs(
 ) {
     for job in jobs {
         let answer = match job {
-            // The batch goes back whole: freeing its rows is the assembler's work, since this
-            // thread is the ingest's bottleneck.
-            Job::Commit(mut batch) => Done::Committed(writer.commit(&batch).map(|()| {
-                batch.clear();
-                batch
-            })),
+            // The batch goes back whole, rows and all: freeing them is the assembler's work,
+            // since this thread is the ingest's bottleneck.
+            Job::Commit(batch) => Done::Committed(writer.commit(&batch).map(|()| batch)),
             Job::Blocks(height) => Done::Blocks(writer.blocks(height)),
         };
         if done.send(answer).is_err() {
