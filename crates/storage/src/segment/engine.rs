@@ -127,6 +127,32 @@ pub type Kept<O> = HashMap<(O, LineKey), Vec<u8>>;
 pub struct Engine<O> {
     packing: Packing,
     tails: Tails<O>,
+    /// The bytes of new segments after which [`Engine::store`] writes what it has so far:
+    /// [`WRITE_BYTES`].
+    write_bytes: usize,
+}
+
+/// How many bytes of new segments a batch holds in memory before it writes them: whatever its
+/// size, a batch's segments are written a few megabytes at a time. Large enough that a write
+/// is few statements (PostgreSQL sends each as one round trip).
+const WRITE_BYTES: usize = 8 << 20;
+
+/// Deletes `doomed`, then inserts `fresh` (a merge may write a segment at the key of one it
+/// replaces), and empties both.
+fn write<T: SegmentTable>(
+    table: &mut T,
+    doomed: &mut Vec<(T::Owner, LineKey)>,
+    fresh: &mut Vec<(T::Owner, Segment)>,
+) -> Result<(), Error> {
+    if !doomed.is_empty() {
+        table.delete(doomed)?;
+        doomed.clear();
+    }
+    if !fresh.is_empty() {
+        table.insert(fresh)?;
+        fresh.clear();
+    }
+    Ok(())
 }
 
 /// What a batch does to one owner's stored segments.
@@ -145,6 +171,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         Self {
             packing,
             tails: Tails::default(),
+            write_bytes: WRITE_BYTES,
         }
     }
 
@@ -194,8 +221,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         } else {
             table.touched(&asks, self.packing)?
         };
-        let mut doomed = Vec::new();
-        let mut fresh = Vec::new();
+        // Written every `write_bytes` or so, owner by owner, so that a batch's new segments are
+        // not all held at once.
+        let (mut doomed, mut fresh, mut fresh_bytes) = (Vec::new(), Vec::new(), 0);
         for owner_lines in owners {
             let owner = owner_lines[0].0;
             let mut segments = match known.remove(&owner) {
@@ -223,14 +251,14 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                 }
             }
             doomed.extend(rewrite.doomed.into_iter().map(|key| (owner, key)));
+            fresh_bytes += rewrite.fresh.iter().map(Segment::bytes).sum::<usize>();
             fresh.extend(rewrite.fresh.into_iter().map(|segment| (owner, segment)));
+            if fresh_bytes >= self.write_bytes {
+                write(table, &mut doomed, &mut fresh)?;
+                fresh_bytes = 0;
+            }
         }
-        if !doomed.is_empty() {
-            table.delete(&doomed)?;
-        }
-        if !fresh.is_empty() {
-            table.insert(&fresh)?;
-        }
+        write(table, &mut doomed, &mut fresh)?;
         Ok(kept)
     }
 
@@ -309,12 +337,13 @@ mod tests {
     use super::*;
 
     /// A table of segments in memory, counting what the engine asks of it.
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Memory {
         segments: BTreeMap<(u8, LineKey), Segment>,
         touched_calls: usize,
         asked: Vec<Ask<u8>>,
         deleted: Vec<(u8, LineKey)>,
+        insert_calls: usize,
     }
 
     impl SegmentTable for Memory {
@@ -373,6 +402,7 @@ mod tests {
         }
 
         fn insert(&mut self, fresh: &[(u8, Segment)]) -> Result<(), Error> {
+            self.insert_calls += 1;
             for (owner, segment) in fresh {
                 let key = (*owner, segment.last_key().unwrap());
                 assert!(
@@ -596,6 +626,37 @@ mod tests {
             &[(3, at(5), "first\n"), (3, at(5), "second\n")],
         );
         assert_eq!(table.lines(3), [(at(5), "first\n".to_owned())]);
+    }
+
+    #[test]
+    fn a_batch_is_written_a_piece_at_a_time_each_owners_deletes_first() {
+        let lines = |key: LineKey| (1..=4).map(move |owner| (owner, key, "line\n"));
+        let mut runs = Vec::new();
+        for write_bytes in [1, WRITE_BYTES] {
+            let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+            engine.write_bytes = write_bytes;
+            for time in [2, 4, 6] {
+                store(
+                    &mut engine,
+                    &mut table,
+                    &lines(at(time)).collect::<Vec<_>>(),
+                );
+            }
+            // Lines among the stored ones: each owner's segments at 2 and 4 are merged with
+            // them into one that ends at 4 again, so a piece that inserted before it deleted
+            // would meet a stored key.
+            let calls = table.insert_calls;
+            let batch: Vec<_> = lines(at(1)).chain(lines((4, 0, 1, 0))).collect();
+            store(&mut engine, &mut table, &batch);
+            runs.push((table.insert_calls - calls, table));
+        }
+        let [(pieces, piecewise), (whole_calls, whole)] = <[_; 2]>::try_from(runs).unwrap();
+        assert_eq!((pieces, whole_calls), (4, 1));
+        assert_eq!(piecewise.deleted.len(), whole.deleted.len());
+        assert_eq!(piecewise.segments, whole.segments);
+        for owner in 1..=4 {
+            assert_eq!(piecewise.lines(owner).len(), 5);
+        }
     }
 
     #[test]
