@@ -160,7 +160,10 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
                 None => pages.push((case.name, case.path().to_owned(), samples)),
             }
         }
-        commands = [0, 1].map(|which| servers[which].command.clone());
+        if round == 1 {
+            // Every round starts the same two commands.
+            commands = [0, 1].map(|which| servers[which].command.clone());
+        }
         for server in servers {
             server.stop()?;
         }

@@ -13,18 +13,11 @@ use oracle_core::Position;
 use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
 use crate::frames::PeerControl;
-use crate::pipeline::IngestOptions;
+use crate::pipeline::{GROWTH, IngestOptions, ROWS_PER_PARTY};
 use crate::prepare::{Item, Label, Prepared};
 use crate::reader::{Chunks, Message};
 use crate::writer::{Done, Job, StoreHandle};
 use crate::{IngestError, IngestStats, StreamError};
-
-/// How much larger than [`IngestOptions::max_batch_rows`] a batch spread thin over many parties
-/// may grow (see [`Assembler::batch_due`]).
-pub(crate) const GROWTH: usize = 4;
-
-/// The rows per party a batch of [`IngestOptions::max_batch_rows`] rows grows towards.
-pub(crate) const ROWS_PER_PARTY: usize = 64;
 
 /// The block being assembled.
 struct OpenBlock {

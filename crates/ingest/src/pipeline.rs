@@ -29,8 +29,8 @@ use crate::{Format, IngestError, IngestStats, Input};
 #[derive(Debug)]
 pub struct IngestOptions<'a> {
     /// Commit once this many rows wait, even while the input keeps coming. A batch spread thin
-    /// over many parties (under 64 rows a party) keeps growing, up to four times this: such
-    /// commits cost more per row.
+    /// over many parties (under [`ROWS_PER_PARTY`] rows a party) keeps growing, up to
+    /// [`GROWTH`] times this: such commits cost more per row.
     pub max_batch_rows: usize,
     /// Commit when the input has been quiet this long.
     pub idle_commit: Duration,
@@ -49,6 +49,15 @@ pub struct IngestOptions<'a> {
     /// are decoded as they are framed. Default: one per core, up to four.
     pub decoders: usize,
 }
+
+/// How much larger than [`IngestOptions::max_batch_rows`] a batch spread thin over many parties
+/// may grow: a commit's cost grows with the parties it touches (each one's newest segment and
+/// the page that holds it are written again), so such a batch is committed less often.
+pub const GROWTH: usize = 4;
+
+/// The rows per party a batch of [`IngestOptions::max_batch_rows`] rows grows towards, up to
+/// [`GROWTH`] times that many rows.
+pub const ROWS_PER_PARTY: usize = 64;
 
 /// The default of [`IngestOptions::max_record_bytes`]: far beyond any real event (a ledger
 /// movement event of ten thousand entries is about ten megabytes as JSON, less as protobuf).

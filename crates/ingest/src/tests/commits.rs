@@ -11,8 +11,7 @@ use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
 use super::lines::{A, Body, T1, block, blocks, entry, text};
 use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
-use crate::assembler::GROWTH;
-use crate::{IngestError, IngestOptions, IngestStats, ingest};
+use crate::{GROWTH, IngestError, IngestOptions, IngestStats, ingest};
 
 /// Passes everything on and keeps a copy of every batch; refuses the `fail_at`-th commit.
 struct Recording<'w> {
