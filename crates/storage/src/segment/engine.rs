@@ -133,8 +133,9 @@ pub struct Engine<O> {
 }
 
 /// How many bytes of new segments a batch holds in memory before it writes them: whatever its
-/// size, a batch's segments are written a few megabytes at a time. Large enough that a write
-/// is few statements (PostgreSQL sends each as one round trip).
+/// size, a batch's segments are written a few megabytes at a time (a piece may exceed it by
+/// one owner's new segments, which are built whole). Large enough that a write is few
+/// statements (PostgreSQL sends each as one round trip).
 const WRITE_BYTES: usize = 8 << 20;
 
 /// Deletes `doomed`, then inserts `fresh` (a merge may write a segment at the key of one it
