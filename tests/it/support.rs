@@ -136,22 +136,14 @@ impl Dataset {
     }
 
     /// Flips a bit in the middle of the newest oracle datum as stored for the listing of all
-    /// data: its row in SQLite, the newest segment of all data in PostgreSQL.
+    /// data: the newest segment of all data, on both backends.
     pub fn damage_newest_oracle_data(&self) {
-        match &self.place {
-            Place::Sqlite(_) => self.flip_a_bit(
-                "oracle_data",
-                "json",
-                "(vega_time, block, seq) = (SELECT vega_time, block, seq FROM oracle_data \
-                 ORDER BY vega_time DESC, block DESC, seq DESC LIMIT 1)",
-            ),
-            Place::Postgres(_) => self.flip_a_bit(
-                "oracle_segments",
-                "json",
-                "spec = 0 AND last_time = (SELECT max(last_time) FROM oracle_segments \
-                 WHERE spec = 0)",
-            ),
-        }
+        self.flip_a_bit(
+            "oracle_segments",
+            "json",
+            "spec = 0 AND last_time = (SELECT max(last_time) FROM oracle_segments \
+             WHERE spec = 0)",
+        );
     }
 
     /// Flips a bit in the middle of the blob `column` of the one row of `table` that `row`

@@ -88,9 +88,9 @@ fn check_deep_names_every_damaged_unit_and_what_it_affects() {
     );
     flip_a_bit(
         &db,
-        "oracle_data",
+        "oracle_segments",
         "json",
-        "(vega_time, block, seq) = (SELECT vega_time, block, seq FROM oracle_data LIMIT 1)",
+        "rowid = (SELECT min(rowid) FROM oracle_segments WHERE spec = 0)",
     );
     let before = std::fs::read(&db).unwrap();
     let damaged = check_deep(&db);
@@ -110,9 +110,9 @@ fn check_deep_names_every_damaged_unit_and_what_it_affects() {
         lines[0]
     );
     assert!(
-        lines[1].starts_with("damaged: oracle_data (")
+        lines[1].starts_with("damaged: oracle_segments spec 0 last (")
             && lines[1].contains("checksum of json")
-            && lines[1].contains("oracle data pages holding vega time"),
+            && lines[1].contains("affects the oracle data pages of all data from vega time "),
         "{}",
         lines[1]
     );

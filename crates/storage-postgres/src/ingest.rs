@@ -17,9 +17,9 @@ use postgres::{Client, GenericClient, Transaction};
 use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use storage::Damage;
-use storage::segment::{Line, LineKey};
+use storage::segment::{self, Line};
 use storage::tip;
-use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, OracleRow};
+use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
@@ -84,69 +84,6 @@ fn resolve<'h>(
             .map_err(|_| Damage::Value(format!("{table} holds an id of {} bytes", hex.len())))?;
         cache.insert(hex, row.get(0));
     }
-    Ok(())
-}
-
-/// The key of a datum's lines: its position, with entry index 0.
-fn datum_key(row: &OracleRow) -> Result<LineKey, Error> {
-    Ok((
-        row.position.vega_time,
-        Error::signed("block height", row.position.block)?,
-        Error::signed("sequence number", row.position.seq)?,
-        0,
-    ))
-}
-
-/// Stores a batch's oracle data: each datum under [`ALL_DATA`], then its matches under their
-/// specs with the datum's bytes as they read under [`ALL_DATA`]: the stored ones when it was
-/// stored already, else the first of the batch's copies at its position.
-fn store_oracle(
-    tx: &mut Transaction<'_>,
-    statements: &mut segments::Statements,
-    specs: &HashMap<[u8; 32], i32>,
-    rows: &[OracleRow],
-) -> Result<(), Error> {
-    let keys = rows.iter().map(datum_key).collect::<Result<Vec<_>, _>>()?;
-    let data = rows
-        .iter()
-        .zip(&keys)
-        .map(|(row, &key)| {
-            (
-                ALL_DATA,
-                Line {
-                    key,
-                    asset: 0,
-                    csv: &row.json,
-                },
-            )
-        })
-        .collect();
-    let kept = segments::store(tx, statements, data)?;
-    // A stream's data come in position order; two at one position in a batch (a stream that
-    // repeats itself) read as the first, the one stored.
-    let mut first: HashMap<LineKey, &[u8]> = HashMap::new();
-    if !keys.is_sorted_by(|a, b| a < b) {
-        for (row, key) in rows.iter().zip(&keys) {
-            first.entry(*key).or_insert(&row.json);
-        }
-    }
-    let mut matches = Vec::new();
-    for (row, key) in rows.iter().zip(&keys) {
-        let csv = match (kept.get(&(ALL_DATA, *key)), first.get(key)) {
-            (Some(stored), _) => &stored[..],
-            (None, Some(first)) => first,
-            (None, None) => &row.json[..],
-        };
-        for spec in &row.matched_specs {
-            let line = Line {
-                key: *key,
-                asset: 0,
-                csv,
-            };
-            matches.push((specs[spec.as_bytes()], line));
-        }
-    }
-    segments::store(tx, statements, matches)?;
     Ok(())
 }
 
@@ -266,11 +203,13 @@ impl PgWriter {
             ledger.push((dictionaries.parties[row.party.as_bytes()], line));
         }
         segments::store(&mut tx, &mut self.ledger, ledger)?;
-        store_oracle(
-            &mut tx,
-            &mut self.oracle,
-            &dictionaries.specs,
+        // Each datum under `ALL_DATA`, then its matches under their specs.
+        let specs = &dictionaries.specs;
+        segment::store_oracle(
             &batch.oracle_rows,
+            ALL_DATA,
+            |spec| Ok(specs[spec]),
+            |lines| segments::store(&mut tx, &mut self.oracle, lines),
         )?;
         let highest = match self.highest {
             Some(highest) => highest,

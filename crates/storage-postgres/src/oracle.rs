@@ -225,18 +225,7 @@ fn scan(
     if scan.limit == 0 {
         return Ok(Some(rows));
     }
-    // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor
-    // sorts after all of them, and saturating keeps that true.
-    let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let anchor: Option<LineKey> = scan
-        .after
-        .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq), 0));
-    // Whether a datum at `key` is beyond the anchor in scan direction.
-    let beyond = |key: LineKey| match anchor {
-        None => true,
-        Some(anchor) if key == anchor => scan.inclusive,
-        Some(anchor) => (key > anchor) != scan.descending,
-    };
+    let anchor: Option<LineKey> = scan.after.map(segment::datum_key);
     let mut next = SegmentScan {
         descending: scan.descending,
         anchored: anchor.is_some(),
@@ -272,23 +261,10 @@ fn scan(
             if let Some(last) = segment.len().checked_sub(1) {
                 from = Some(segment.line(if scan.descending { 0 } else { last }).key);
             }
-            let mut take = |i: usize| {
-                let line = segment.line(i);
-                if rows.len() < scan.limit && beyond(line.key) {
-                    let (vega_time, block, seq, _) = line.key;
-                    let position = Position {
-                        vega_time,
-                        block: block as u64,
-                        seq: seq as u64,
-                    };
-                    rows.push((position, line.csv.to_vec()));
-                }
-            };
-            if scan.descending {
-                (0..segment.len()).rev().for_each(&mut take);
-            } else {
-                (0..segment.len()).for_each(&mut take);
-            }
+            let room = scan.limit - rows.len();
+            segment.scan_data(scan, room, |position, json| {
+                rows.push((position, json.to_vec()));
+            });
         }
         // Fewer segments than the most looked at: either the statement left out those after
         // the data asked for, which then all came (the lines counted lie beyond the anchor), or

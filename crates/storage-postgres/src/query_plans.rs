@@ -90,11 +90,11 @@ fn export_plan(client: &mut postgres::Client, sql: &str) -> String {
 
 /// The partition of `table` that holds the rows of `owner`.
 fn partition(client: &mut postgres::Client, table: &Table, owner: i32) -> String {
-    let Table {
+    let storage::segment::Table {
         name,
         owner: column,
         ..
-    } = table;
+    } = &table.columns;
     client
         .query_one(
             &format!("SELECT tableoid::regclass::text FROM {name} WHERE {column} = $1 LIMIT 1"),
@@ -194,7 +194,7 @@ fn scans_are_primary_key_range_scans() {
     // or a seek per owner in its partition alone (pruned at run time, per owner), never a
     // pass over a table nor a visit to every partition.
     for table in [&LEDGER, &ORACLE] {
-        let Table { name, owner, .. } = table;
+        let storage::segment::Table { name, owner, .. } = &table.columns;
         let other = (1001..1100)
             .find(|other| {
                 partition(&mut client, table, *other) != partition(&mut client, table, 1000)

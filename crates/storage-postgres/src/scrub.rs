@@ -5,11 +5,10 @@
 use postgres::Transaction;
 
 use super::packed::unpack_into;
-use super::segments::{ALL_DATA, LEDGER, ORACLE, Table};
 use super::{PgStore, map_err};
 use storage::Error;
 use storage::segment::{self, SegmentRef};
-use storage::{Scrub, ScrubProgress};
+use storage::{SCRUB_SOURCES, Scrub, ScrubProgress, ScrubSource};
 
 /// Segments fetched at a time: a few megabytes of ledger blobs.
 const FETCH: i32 = 64;
@@ -32,19 +31,8 @@ impl PgStore {
             .map_err(map_err)?
             .get(0);
         let mut scrub = Scrub::default();
-        let tables: [(&Table, &str, Affects); 2] = [
-            (&LEDGER, "parties", |owner, _| {
-                format!("the export of party {owner}")
-            }),
-            (&ORACLE, "oracle_specs", oracle_pages),
-        ];
-        for (table, dictionary, affects) in tables {
-            let source = Source {
-                table,
-                dictionary,
-                affects,
-            };
-            segments(&mut tx, &source, &mut scrub, &mut |scrub: &Scrub| {
+        for source in &SCRUB_SOURCES {
+            segments(&mut tx, source, &mut scrub, &mut |scrub: &Scrub| {
                 progress(ScrubProgress {
                     done: scrub.units,
                     total: total as u64,
@@ -56,32 +44,10 @@ impl PgStore {
     }
 }
 
-/// What a damaged segment affects, from its owner (the id's hex, or the number of an id not
-/// stored) and its first and last vega times.
-type Affects = fn(&str, (i64, i64)) -> String;
-
-/// A table of segments to scrub.
-struct Source<'a> {
-    table: &'a Table,
-    /// The dictionary of its owners' ids.
-    dictionary: &'a str,
-    affects: Affects,
-}
-
-/// The oracle pages a damaged oracle segment of `owner` affects.
-fn oracle_pages(owner: &str, (first, last): (i64, i64)) -> String {
-    let listing = if owner == ALL_DATA.to_string() {
-        "all data".to_owned()
-    } else {
-        format!("spec {owner}")
-    };
-    format!("the oracle data pages of {listing} from vega time {first} to {last}")
-}
-
 /// Every segment of a table.
 fn segments(
     tx: &mut Transaction<'_>,
-    source: &Source<'_>,
+    source: &ScrubSource,
     scrub: &mut Scrub,
     report: &mut dyn FnMut(&Scrub),
 ) -> Result<(), Error> {

@@ -9,6 +9,7 @@
 //! ones compressed (`packed.rs`) and copied in with binary `COPY`.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
@@ -19,57 +20,37 @@ use super::packed::{pack, size_prefix, unpack};
 use storage::Bug;
 use storage::Error;
 use storage::segment::{
-    self, Ask, Engine, Kept, Line, LineKey, Packing, RUN_SEGMENTS, SMALL_TAIL_BYTES, Segment,
-    SegmentTable, Touched, trailing_run,
+    self, Ask, Engine, Kept, Line, LineKey, Packing, Segment, SegmentTable, Touched, trailing_run,
 };
 
-/// A table of segments: its name, its owner and lines columns, and how its segments are cut.
+/// A table of segments (`segment::Table`) as PostgreSQL lays it out.
 #[derive(Debug)]
 pub(super) struct Table {
-    /// The table.
-    pub name: &'static str,
-    /// The owner's column: a dictionary id.
-    pub owner: &'static str,
-    /// The column of the lines (the index is `keys`).
-    pub lines: &'static str,
-    /// Where its segments are cut.
-    pub packing: Packing,
+    /// Its name and columns, and how its segments are cut.
+    pub columns: segment::Table,
     /// Whether the table also holds its segments' first keys whole (`first_block`, `first_seq`,
     /// `first_idx` after `keys`), for a scan in descending order to start at the segment that
     /// holds its anchor.
     pub first_keys: bool,
 }
 
+impl Deref for Table {
+    type Target = segment::Table;
+
+    fn deref(&self) -> &segment::Table {
+        &self.columns
+    }
+}
+
 /// The ledger: a party's CSV lines across all its assets (`segment.rs`).
 pub(super) const LEDGER: Table = Table {
-    name: "ledger_segments",
-    owner: "party",
-    lines: "csv",
-    packing: Packing {
-        seal: segment::SEGMENT_BYTES,
-        small_tail: SMALL_TAIL_BYTES,
-        run: RUN_SEGMENTS,
-    },
+    columns: segment::LEDGER,
     first_keys: false,
 };
 
-/// Oracle data: per spec the data that matched it, and under owner [`ALL_DATA`] every datum,
-/// each line a datum's JSON, keyed by its position with entry index 0. Much smaller than the
-/// ledger's: an export reads whole segments, a page about a hundred data, the latest value of a
-/// spec one; what a page reads beyond its data is fetched, sent (through TLS, often) and
-/// decompressed for nothing. With 64 KiB segments the latest value took 0.57–0.65 ms against
-/// 0.35 ms for rows; a segment of 16 KiB compresses to about 4 KB. A spec's small last segment
-/// is rewritten with each batch (a run of one): a run of several would make the newest page
-/// read several rows, and a spec's rewrites do not grow with the number of parties.
+/// Oracle data: per spec the data that matched it, and under owner [`ALL_DATA`] every datum.
 pub(super) const ORACLE: Table = Table {
-    name: "oracle_segments",
-    owner: "spec",
-    lines: "json",
-    packing: Packing {
-        seal: 16 * 1024,
-        small_tail: 8 * 1024,
-        run: 1,
-    },
+    columns: segment::ORACLE,
     first_keys: true,
 };
 
@@ -95,9 +76,9 @@ impl Table {
     /// bytes with the bound's prefix; `substring` of a value stored out of line and
     /// uncompressed fetches only the chunk that holds those bytes.
     pub(super) fn touched_sql(&self) -> String {
-        let Table {
+        let segment::Table {
             name, owner, lines, ..
-        } = self;
+        } = &self.columns;
         format!(
             "
     SELECT s.last, s.{owner}, s.last_time, s.last_block, s.last_seq, s.last_idx, s.{lines},
@@ -129,7 +110,7 @@ impl Table {
 
     /// Deletes segments by key, given as arrays of owner, vega time, block, sequence and index.
     pub(super) fn delete_sql(&self) -> String {
-        let Table { name, owner, .. } = self;
+        let segment::Table { name, owner, .. } = &self.columns;
         format!(
             "
     DELETE FROM {name} s

@@ -97,7 +97,7 @@ pub use model::{
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,
     OracleRow, OracleStore,
 };
-pub use scrub::{Finding, Scrub, ScrubProgress};
+pub use scrub::{Affects, Finding, SCRUB_SOURCES, Scrub, ScrubProgress, ScrubSource};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteBackend, SqliteConfig, SqliteStore, SqliteWriter};
 pub use url::{is_url, redact};

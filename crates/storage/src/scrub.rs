@@ -5,7 +5,47 @@
 //! the scrub goes on with the next unit; a failure that is not damage (the store unreachable)
 //! ends it as an error.
 
+use crate::segment::{self, Table};
 use crate::{Damage, Error, Place};
+
+/// What a damaged segment affects, from its owner (the id's hex, or its dictionary id when none
+/// is stored: always for the oracle's owner 0, all data) and its first and last vega times.
+pub type Affects = fn(&str, (i64, i64)) -> String;
+
+/// A table of segments to scrub, as both backends scrub them.
+#[derive(Debug)]
+pub struct ScrubSource {
+    /// The table.
+    pub table: &'static Table,
+    /// The dictionary of its owners' ids.
+    pub dictionary: &'static str,
+    /// What a damaged segment of it affects.
+    pub affects: Affects,
+}
+
+/// The tables of segments a scrub reads, in order: the ledger's, then the oracle data's.
+pub const SCRUB_SOURCES: [ScrubSource; 2] = [
+    ScrubSource {
+        table: &segment::LEDGER,
+        dictionary: "parties",
+        affects: |owner, _| format!("the export of party {owner}"),
+    },
+    ScrubSource {
+        table: &segment::ORACLE,
+        dictionary: "oracle_specs",
+        affects: oracle_pages,
+    },
+];
+
+/// The oracle pages a damaged oracle segment of `owner` affects (owner 0 holds all data).
+fn oracle_pages(owner: &str, (first, last): (i64, i64)) -> String {
+    let listing = if owner == "0" {
+        "all data".to_owned()
+    } else {
+        format!("spec {owner}")
+    };
+    format!("the oracle data pages of {listing} from vega time {first} to {last}")
+}
 
 /// One damaged unit, or damage the store itself reports.
 #[derive(Debug)]

@@ -14,12 +14,16 @@
 //! reported as [`Error::Corrupt`], never trusted for slicing.
 
 mod engine;
+mod oracle;
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::ControlFlow;
 
+use oracle_core::{Position, Scan};
+
 pub use engine::{Ask, Engine, Kept, Packing, SegmentTable, Touched, trailing_run};
+pub use oracle::store_oracle;
 
 use crate::error::{Bug, Damage};
 use crate::{Error, ExportSink, ExportSummary};
@@ -41,6 +45,53 @@ pub const RUN_SEGMENTS: usize = 8;
 /// The most bytes of runs of small segments a writer keeps per table (see [`Tails`]); an owner
 /// beyond it is read back by its next batch instead.
 pub const TAILS_BYTES: usize = 64 << 20;
+
+/// A table of segments as both backends lay it out: its name, its owner and lines columns (the
+/// index is `keys`), and how its segments are cut.
+#[derive(Debug)]
+pub struct Table {
+    /// The table.
+    pub name: &'static str,
+    /// The owner's column: a dictionary id.
+    pub owner: &'static str,
+    /// The column of the lines.
+    pub lines: &'static str,
+    /// Where its segments are cut.
+    pub packing: Packing,
+}
+
+/// The ledger: a party's CSV lines across all its assets.
+pub const LEDGER: Table = Table {
+    name: "ledger_segments",
+    owner: "party",
+    lines: "csv",
+    packing: Packing {
+        seal: SEGMENT_BYTES,
+        small_tail: SMALL_TAIL_BYTES,
+        run: RUN_SEGMENTS,
+    },
+};
+
+/// Oracle data: per spec the data that matched it, and under one more owner (0) every datum,
+/// each line a datum's JSON keyed by its position with entry index 0. Much smaller than the
+/// ledger's: an export reads whole segments, a page about a hundred data, the latest value of a
+/// spec one, and what a page reads beyond its data is read, verified (and on PostgreSQL sent,
+/// often through TLS, and decompressed) for nothing. On PostgreSQL, with 64 KiB segments the
+/// latest value took 0.57–0.65 ms against 0.35 ms for rows; a segment of 16 KiB compresses to
+/// about 4 KB, and in SQLite it fits in one 32 KiB database page, with no overflow pages. A
+/// spec's small last segment is rewritten with each batch (a run of one): a run of several
+/// would make the newest page read several segments, and a spec's rewrites do not grow with
+/// the number of parties.
+pub const ORACLE: Table = Table {
+    name: "oracle_segments",
+    owner: "spec",
+    lines: "json",
+    packing: Packing {
+        seal: 16 * 1024,
+        small_tail: 8 * 1024,
+        run: 1,
+    },
+};
 
 /// What a writer knows of its owners' last stored segments, so that a batch that only appends
 /// to an owner reads nothing back: each owner's last key, and its run (the small segments its
@@ -125,6 +176,19 @@ pub type LineKey = (i64, i64, i64, i64);
 pub fn describe(owner: &str, id: i64, last: LineKey) -> String {
     let (time, block, seq, idx) = last;
     format!("{owner} {id} last ({time}, {block}, {seq}, {idx})")
+}
+
+/// The key of an oracle datum's line at `position` (entry index 0). A stored height or
+/// sequence number fits in i64 (ingest checks); a larger one from a cursor sorts after all of
+/// them, and saturating keeps that true.
+pub fn datum_key(position: Position) -> LineKey {
+    let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    (
+        position.vega_time,
+        saturate(position.block),
+        saturate(position.seq),
+        0,
+    )
 }
 
 /// The smallest key at a vega time: every line at `time` sorts at or after it.
@@ -353,6 +417,45 @@ impl<'a> SegmentRef<'a> {
             }
         }
         low
+    }
+
+    /// The data of an oracle segment that a page's `scan` takes from it: in scan direction,
+    /// those beyond the scan's anchor (at it too when inclusive), at most `room`, each handed
+    /// to `take` with its position. Returns how many it took. Both backends' oracle segments
+    /// are read through this.
+    pub fn scan_data(
+        &self,
+        scan: &Scan,
+        room: usize,
+        mut take: impl FnMut(Position, &'a [u8]),
+    ) -> usize {
+        let lines = match (scan.after.map(datum_key), scan.descending, scan.inclusive) {
+            (None, _, _) => 0..self.len(),
+            (Some(anchor), false, true) => self.partition(anchor)..self.len(),
+            (Some(anchor), false, false) => self.partition_after(anchor)..self.len(),
+            (Some(anchor), true, true) => 0..self.partition_after(anchor),
+            (Some(anchor), true, false) => 0..self.partition(anchor),
+        };
+        let count = lines.len().min(room);
+        let mut take_line = |i: usize| {
+            let line = self.line(i);
+            let (vega_time, block, seq, _) = line.key;
+            // Stored keys of data are never negative but in time (ingest checks).
+            let position = Position {
+                vega_time,
+                block: block as u64,
+                seq: seq as u64,
+            };
+            take(position, line.csv);
+        };
+        if scan.descending {
+            (lines.end - count..lines.end)
+                .rev()
+                .for_each(&mut take_line);
+        } else {
+            (lines.start..lines.start + count).for_each(&mut take_line);
+        }
+        count
     }
 
     /// The line at `key`, if the segment holds one.

@@ -12,7 +12,8 @@ use std::ops::ControlFlow;
 use ledger_core::ExportFilter;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, at_segment, map_err, verified};
+use super::segments::LEDGER;
+use super::{SqliteStore, map_err, verified};
 use crate::backend::inclusive_bounds;
 use crate::error::Damage;
 use crate::segment::{KeyRange, SegmentRef};
@@ -146,8 +147,8 @@ fn stream(
         if first > scan.high {
             break;
         }
-        let segment =
-            verify(row, scan, first, last).map_err(|err| at_segment(err, scan.party, row, 6))?;
+        let segment = verify(row, scan, first, last)
+            .map_err(|err| LEDGER.at_segment(err, scan.party, row, 6))?;
         let Some(sink) = start.sink() else {
             break;
         };

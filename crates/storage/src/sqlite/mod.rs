@@ -7,8 +7,11 @@
 //! copied whole. Unlike PostgreSQL's, the segments are stored
 //! uncompressed: the file is local, so there is no wire to spare, and the export already runs as
 //! fast as nginx serves the same bytes from a file; decompressing would only cost time.
-//! `oracle_data` is clustered by its position, and `oracle_spec_data` by (spec, position), so a
-//! page is a keyset range scan and never an `OFFSET`. `blocks` records each block by (height,
+//! `oracle_segments` holds the oracle data the same way (schema 9, `segments.rs`): per spec the
+//! data that matched it, and under spec 0 every datum, each line a datum's finished JSON node,
+//! in segments of about 16 KiB found through `oracle_segments_key` on (spec, last datum's
+//! position), so a page is one range search reading three or four segments, never an `OFFSET`
+//! nor a row per datum. `blocks` records each block by (height,
 //! `seq_base`) with its hash, and `schema_info` the chain id (schema 6).
 //!
 //! Concurrency: WAL mode; one writer connection (`SqliteWriter`) and a pool of read-only
@@ -25,6 +28,7 @@ mod pool;
 mod query_plans;
 mod schema;
 mod scrub;
+mod segments;
 #[cfg(test)]
 mod tests;
 mod version;
@@ -36,13 +40,14 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::Damage;
-use crate::segment::{self, SegmentRef};
+use crate::segment::SegmentRef;
 use crate::{
     Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Scrub,
     ScrubProgress, Store, checksum,
 };
 pub use ingest::SqliteWriter;
 use pool::Pool;
+use segments::LEDGER;
 use version::DataVersion;
 
 /// Tuning of an [`SqliteStore`].
@@ -168,7 +173,7 @@ impl Store for SqliteStore {
                 let party = row.get(4)?;
                 let blobs = verified(row, (0, "csv"), 2)
                     .and_then(|csv| Ok((csv.to_vec(), verified(row, (1, "keys"), 3)?.to_vec())));
-                Ok(blobs.map_err(|err| at_segment(err, party, row, 5)))
+                Ok(blobs.map_err(|err| LEDGER.at_segment(err, party, row, 5)))
             })
             .map_err(map_err)?
             .next()
@@ -196,7 +201,7 @@ impl Store for SqliteStore {
             party,
             asset,
             spec: hex(
-                "SELECT s.hex FROM oracle_spec_data d JOIN oracle_specs s ON s.id = d.spec \
+                "SELECT s.hex FROM oracle_segments d JOIN oracle_specs s ON s.id = d.spec \
                  ORDER BY d.spec LIMIT 1",
             )?,
         })
@@ -335,25 +340,6 @@ pub(crate) fn verified<'a>(
     let stored = checksum::from_sql(blob.1, row.get(sum).map_err(map_err)?)?;
     checksum::verify(blob.1, bytes, stored)?;
     Ok(bytes)
-}
-
-/// Names, in a damage report, the ledger segment of `party` whose last key is in columns
-/// `at..at + 4` of `row`.
-pub(crate) fn at_segment(err: Error, party: i64, row: &rusqlite::Row<'_>, at: usize) -> Error {
-    err.at("ledger_segments", || {
-        let last = (
-            row.get(at),
-            row.get(at + 1),
-            row.get(at + 2),
-            row.get(at + 3),
-        );
-        match last {
-            (Ok(time), Ok(block), Ok(seq), Ok(idx)) => {
-                segment::describe("party", party, (time, block, seq, idx))
-            }
-            _ => format!("party {party}"),
-        }
-    })
 }
 
 /// Opens a connection with the settings every connection shares.

@@ -1,13 +1,16 @@
-//! Oracle data pages: keyset range scans on the position, overall or per spec.
+//! Oracle data pages: keyset range searches over the spec's segments (spec 0 for all data, see
+//! `segments.rs`), every page one snapshot.
 
 use std::ops::Range;
 
 use ledger_core::OracleSpecId;
 use oracle_core::{PageRequest, Position, Scan};
-use rusqlite::{Connection, OptionalExtension, ToSql};
+use rusqlite::{Connection, OptionalExtension, params};
 
+use super::segments::{ALL_DATA, ORACLE};
 use super::{SqliteStore, map_err, verified};
 use crate::backend::push_node;
+use crate::segment::{self, LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
 impl OracleStore for SqliteStore {
@@ -19,19 +22,19 @@ impl OracleStore for SqliteStore {
         let mut conn = self.readers.get()?;
         // Both scans read one snapshot, so the page flags agree with the page.
         let tx = conn.snapshot()?;
-        let filter = match spec {
-            None => SpecFilter::All,
+        let owner = match spec {
+            None => ALL_DATA,
             Some(spec) => match spec_key(&tx, spec)? {
-                Some(key) => SpecFilter::Spec(key),
+                Some(key) => key,
                 // A spec that never matched anything has an empty listing.
                 None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
             },
         };
         let mut nodes = Vec::new();
-        let rows = scan(&tx, filter, &request.main_scan(), &mut nodes)?;
+        let rows = scan(&tx, owner, &request.main_scan(), &mut nodes)?;
         let positions: Vec<Position> = rows.iter().map(|(position, _)| *position).collect();
         let boundary_exists = match request.boundary_scan(&positions) {
-            Some(boundary) => !scan(&tx, filter, &boundary, &mut nodes)?.is_empty(),
+            Some(boundary) => !scan(&tx, owner, &boundary, &mut nodes)?.is_empty(),
             None => false,
         };
         tx.commit()?;
@@ -48,12 +51,6 @@ impl OracleStore for SqliteStore {
     }
 }
 
-#[derive(Clone, Copy)]
-enum SpecFilter {
-    All,
-    Spec(i64),
-}
-
 fn spec_key(conn: &Connection, spec: &OracleSpecId) -> Result<Option<i64>, Error> {
     conn.prepare_cached("SELECT id FROM oracle_specs WHERE hex = ?1")
         .and_then(|mut stmt| {
@@ -63,123 +60,104 @@ fn spec_key(conn: &Connection, spec: &OracleSpecId) -> Result<Option<i64>, Error
         .map_err(map_err)
 }
 
-/// How a scan is bounded by its start position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Bound {
-    /// From the first row in scan direction.
-    None,
-    /// Rows strictly beyond the position.
-    Exclusive,
-    /// The position's row too.
-    Inclusive,
-}
+/// The columns every segment scan returns: the blobs and their checksums, then the key.
+const COLUMNS: &str = "json, keys, json_sum, keys_sum, last_time, last_block, last_seq, last_idx";
 
-impl Bound {
-    fn of(scan: &Scan) -> Bound {
-        match (scan.after, scan.inclusive) {
-            (None, _) => Bound::None,
-            (Some(_), false) => Bound::Exclusive,
-            (Some(_), true) => Bound::Inclusive,
-        }
-    }
-}
-
-/// The SQL of one scan. Every variant is a range scan on a clustered key in key order, so
-/// SQLite reads exactly the rows it returns (plus one look-ahead) and sorts nothing.
-pub(crate) fn scan_sql(spec: bool, descending: bool, bound: Bound) -> String {
-    let (cmp, dir) = match (descending, bound) {
-        (true, Bound::Inclusive) => ("<=", "DESC"),
-        (true, _) => ("<", "DESC"),
-        (false, Bound::Inclusive) => (">=", "ASC"),
-        (false, _) => (">", "ASC"),
-    };
-    let (from, table) = if spec {
-        // CROSS JOIN pins the spec index as the outer loop; each datum is then one seek.
-        (
-            "oracle_spec_data s CROSS JOIN oracle_data d \
-             ON d.vega_time = s.vega_time AND d.block = s.block AND d.seq = s.seq",
-            "s",
-        )
-    } else {
-        ("oracle_data d", "d")
-    };
-    let mut conditions = Vec::new();
-    if spec {
-        conditions.push("s.spec = :spec".to_owned());
-    }
-    if bound != Bound::None {
-        conditions.push(format!(
-            "({table}.vega_time, {table}.block, {table}.seq) {cmp} (:time, :block, :seq)"
-        ));
-    }
-    let filter = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", conditions.join(" AND "))
-    };
+/// The segments of spec `?1` in ascending key order whose last datum is at or after
+/// `(?2, ?3, ?4, ?5)`: the first of them holds the anchor, or else is the nearest after it.
+pub(crate) fn ascending_sql() -> String {
     format!(
-        "SELECT d.vega_time, d.block, d.seq, d.json, d.sum FROM {from} {filter} \
-         ORDER BY {table}.vega_time {dir}, {table}.block {dir}, {table}.seq {dir} LIMIT :limit"
+        "SELECT {COLUMNS} FROM oracle_segments WHERE spec = ?1 \
+         AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+         ORDER BY last_time, last_block, last_seq, last_idx"
     )
 }
 
-/// Runs one scan, appending each row's JSON to `nodes` straight from SQLite's row buffer once
-/// its checksum matched.
+/// The segments of spec `?1` in descending key order whose last datum is at or before
+/// `(?2, ?3, ?4, ?5)`.
+pub(crate) fn descending_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM oracle_segments WHERE spec = ?1 \
+         AND (last_time, last_block, last_seq, last_idx) <= (?2, ?3, ?4, ?5) \
+         ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC"
+    )
+}
+
+/// The key of spec `?1`'s first segment whose last datum is at or after `(?2, ?3, ?4, ?5)`:
+/// the one that holds that position, if any does.
+pub(crate) const HOLDER_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx \
+     FROM oracle_segments WHERE spec = ?1 \
+     AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+     ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1";
+
+/// The smallest and the greatest key: the bounds of a scan from one end.
+const FIRST: LineKey = (i64::MIN, i64::MIN, i64::MIN, i64::MIN);
+const LAST: LineKey = (i64::MAX, i64::MAX, i64::MAX, i64::MAX);
+
+/// Runs one scan over `owner`'s segments, appending each datum's JSON to `nodes` straight from
+/// SQLite's row buffer once its segment's checksums and index were verified. A scan reads
+/// segments in its direction from the one that holds its anchor (or the nearest beyond it) and
+/// stops stepping as soon as it has its data: three or four segments for a page of a hundred.
 fn scan(
     conn: &Connection,
-    filter: SpecFilter,
+    owner: i64,
     scan: &Scan,
     nodes: &mut Vec<u8>,
 ) -> Result<Vec<(Position, Range<usize>)>, Error> {
-    let spec = match filter {
-        SpecFilter::All => None,
-        SpecFilter::Spec(key) => Some(key),
-    };
-    let sql = scan_sql(spec.is_some(), scan.descending, Bound::of(scan));
-    let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
-    let limit = i64::try_from(scan.limit).unwrap_or(i64::MAX);
-    // Stored heights and sequences fit in i64 (ingest checks); a larger one from a cursor sorts
-    // after all of them, and saturating keeps that true.
-    let saturate = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let anchor = scan
-        .after
-        .map(|p| (p.vega_time, saturate(p.block), saturate(p.seq)));
-    let mut named: Vec<(&str, &dyn ToSql)> = vec![(":limit", &limit)];
-    if let Some(spec) = &spec {
-        named.push((":spec", spec));
-    }
-    if let Some((time, block, seq)) = &anchor {
-        named.extend([
-            (":time", time as &dyn ToSql),
-            (":block", block),
-            (":seq", seq),
-        ]);
-    }
-    let mut rows = stmt.query(named.as_slice()).map_err(map_err)?;
     let mut out = Vec::with_capacity(scan.limit.min(1024));
-    while let Some(row) = rows.next().map_err(map_err)? {
-        let position = Position {
-            vega_time: row.get(0).map_err(map_err)?,
-            block: row.get::<_, i64>(1).map_err(map_err)? as u64,
-            seq: row.get::<_, i64>(2).map_err(map_err)? as u64,
+    if scan.limit == 0 {
+        return Ok(out);
+    }
+    let anchor = scan.after.map(segment::datum_key);
+    let (sql, from) = if scan.descending {
+        // Descending from the segment that holds the anchor: the first whose last datum is at
+        // or after it (a segment's last key is all the index has).
+        let from = match anchor {
+            None => LAST,
+            Some(anchor) => holder(conn, owner, anchor)?.unwrap_or(LAST),
         };
-        let json = verified(row, (3, "json"), 4).map_err(|err| {
-            err.at("oracle_data", || {
-                format!(
-                    "({}, {}, {})",
-                    position.vega_time, position.block, position.seq
-                )
+        (descending_sql(), from)
+    } else {
+        (ascending_sql(), anchor.unwrap_or(FIRST))
+    };
+    let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+    let (time, block, seq, idx) = from;
+    let mut rows = stmt
+        .query(params![owner, time, block, seq, idx])
+        .map_err(map_err)?;
+    while out.len() < scan.limit
+        && let Some(row) = rows.next().map_err(map_err)?
+    {
+        let (bytes, segment) = verified(row, (0, "json"), 2)
+            .and_then(|json| {
+                let keys = verified(row, (1, "keys"), 3)?;
+                Ok((json.len(), SegmentRef::new(json, keys)?))
             })
-        })?;
-        if nodes.capacity() - nodes.len() < json.len() {
-            // Rows are alike: size the buffer for the rest of the scan at once, with room for
-            // rows up to half as long again as this one. Sized for the rows alone, a page of
-            // longer rows grew it again near its end, and the copies of those reallocations
-            // were 5 % of a page read once (callgrind, docs/PERFORMANCE.md).
+            .map_err(|err| ORACLE.at_segment(err, owner, row, 4))?;
+        if nodes.capacity() - nodes.len() < bytes {
+            // Segments are alike: room at once for the rest of the scan, for data half as long
+            // again as this segment's mean.
             let rest = scan.limit.saturating_sub(out.len()).min(1024);
-            nodes.reserve(json.len() * rest * 3 / 2);
+            let mean = bytes / segment.len().max(1);
+            nodes.reserve(mean * rest * 3 / 2);
         }
-        out.push((position, push_node(nodes, json)));
+        let room = scan.limit - out.len();
+        segment.scan_data(scan, room, |position, json| {
+            out.push((position, push_node(nodes, json)));
+        });
     }
     Ok(out)
+}
+
+/// The key of the segment of `owner` that holds `key`, or else the nearest after it.
+fn holder(conn: &Connection, owner: i64, key: LineKey) -> Result<Option<LineKey>, Error> {
+    let (time, block, seq, idx) = key;
+    conn.prepare_cached(HOLDER_SQL)
+        .and_then(|mut stmt| {
+            stmt.query_row(params![owner, time, block, seq, idx], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .optional()
+        })
+        .map_err(map_err)
 }

@@ -7,9 +7,9 @@
 use rusqlite::Connection;
 
 use super::export::SCAN_SQL;
-use super::ingest::{AMONG_SQL, LAST_SQL, TAIL_SQL};
-use super::oracle::{Bound, scan_sql};
+use super::oracle::{HOLDER_SQL, ascending_sql, descending_sql};
 use super::schema;
+use super::segments::{LEDGER, ORACLE};
 
 /// An empty database with the current schema.
 fn database() -> Connection {
@@ -61,50 +61,40 @@ fn export_scan_is_an_index_range_search() {
 }
 
 #[test]
-fn the_writer_reads_a_party_s_touched_segments_by_index_range_searches() {
-    check(
-        AMONG_SQL,
-        "SEARCH ledger_segments USING INDEX ledger_segments_key \
-         (party=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))",
-    );
-    check(
-        LAST_SQL,
-        "SEARCH ledger_segments USING INDEX ledger_segments_key (party=?)",
-    );
-    check(
-        TAIL_SQL,
-        "SEARCH ledger_segments USING INDEX ledger_segments_key \
-         (party=? AND last_time=? AND last_block=? AND last_seq=? AND last_idx=?)",
-    );
+fn the_writer_reads_an_owner_s_touched_segments_by_index_range_searches() {
+    for table in [LEDGER, ORACLE] {
+        let (name, owner) = (table.name, table.owner);
+        let index = format!("SEARCH {name} USING INDEX {name}_key");
+        check(
+            &table.among_sql(),
+            &format!("{index} ({owner}=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))"),
+        );
+        check(&table.last_sql(), &format!("{index} ({owner}=?)"));
+        check(
+            &table.tail_sql(),
+            &format!(
+                "{index} ({owner}=? AND last_time=? AND last_block=? AND last_seq=? \
+                 AND last_idx=?)"
+            ),
+        );
+    }
 }
 
 #[test]
-fn oracle_scans_are_primary_key_range_searches() {
-    // The spec's index, oracle_spec_data (`s`), is the outer loop (the first line), and each
-    // datum is then one seek in oracle_data (`d`).
-    let spec_outer = |range: &str| {
-        format!(
-            "SEARCH s USING PRIMARY KEY (spec=?{range})\n\
-             SEARCH d USING PRIMARY KEY (vega_time=? AND block=? AND seq=?)"
-        )
-    };
-    for descending in [false, true] {
-        // SQLite's plan shows the direction of a range, not whether it includes its bound.
-        let cmp = if descending { "<" } else { ">" };
-        for bound in [Bound::Exclusive, Bound::Inclusive] {
-            let range = format!("(vega_time,block,seq){cmp}(?,?,?)");
-            check(
-                &scan_sql(false, descending, bound),
-                &format!("SEARCH d USING PRIMARY KEY ({range})"),
-            );
-            check(
-                &scan_sql(true, descending, bound),
-                &spec_outer(&format!(" AND {range}")),
-            );
-        }
-        // No bound at all: a walk from one end of the clustered key, stopped by the LIMIT after
-        // the rows it returns, is the best plan there is; it is the only SCAN allowed.
-        check(&scan_sql(false, descending, Bound::None), "SCAN d");
-        check(&scan_sql(true, descending, Bound::None), &spec_outer(""));
-    }
+fn oracle_scans_are_index_range_searches() {
+    let index = "SEARCH oracle_segments USING INDEX oracle_segments_key";
+    check(
+        &ascending_sql(),
+        &format!("{index} (spec=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))"),
+    );
+    check(
+        &descending_sql(),
+        &format!("{index} (spec=? AND (last_time,last_block,last_seq,last_idx)<(?,?,?,?))"),
+    );
+    // The holder's key alone: the index covers it, no segment is read.
+    check(
+        HOLDER_SQL,
+        "SEARCH oracle_segments USING COVERING INDEX oracle_segments_key \
+         (spec=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))",
+    );
 }

@@ -9,11 +9,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::functions::FunctionFlags;
-use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior, params};
 
 use super::map_err;
+use super::segments::{ALL_DATA, ORACLE, Segments};
 use crate::backend::Migrated;
 use crate::error::{ROW_FORMAT, Upgrade, row_format_mismatch, upgradable, upgrade_needed};
+use crate::segment::{Engine, Line, LineKey};
 use crate::{Error, Incompatible, checksum};
 
 /// The value of `created_by` in `schema_info` that marks a database as ours.
@@ -205,7 +207,117 @@ pub(super) const MIGRATIONS: &[&str] = &[
         WHERE (SELECT value FROM schema_info WHERE key = 'row_format') = '5';
     UPDATE schema_info SET value = '6' WHERE key = 'row_format' AND value = '5';
     ",
+    // 9: oracle data in segments (`segments.rs`, table `ORACLE`), as PostgreSQL's are since its
+    // schema 5: per spec the data that matched it, and under spec 0 every datum, each line a
+    // datum's finished JSON, in segments of about 16 KiB found through the index of their
+    // keys. A page of a hundred reads three or four segments instead of stepping a hundred
+    // rows, reading four columns of each and joining the spec's rows to the data. The stored
+    // bytes are those of row format 6; the rows of `oracle_data` and `oracle_spec_data` are
+    // moved by `oracle_into_segments`, which then drops both tables.
+    "
+    CREATE TABLE oracle_segments (
+        spec INTEGER NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_block INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        last_idx INTEGER NOT NULL,
+        first_time INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        json_sum INTEGER NOT NULL,
+        keys_sum INTEGER NOT NULL,
+        json BLOB NOT NULL,
+        keys BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX oracle_segments_key
+        ON oracle_segments (spec, last_time, last_block, last_seq, last_idx);
+    ",
 ];
+
+/// The migration whose SQL is followed by [`oracle_into_segments`].
+const ORACLE_SEGMENTS: i64 = 9;
+
+/// Rows moved per batch by [`oracle_into_segments`]: a writer's batch, about.
+const MOVE_ROWS: i64 = 50_000;
+
+/// Migration 9's step: the rows of `oracle_data` (every datum, under [`ALL_DATA`]) and of
+/// `oracle_spec_data` (each match, under its spec), read in key order a batch at a time, laid
+/// into `oracle_segments` as the writer lays a batch; then both tables dropped. Every datum's
+/// checksum is compared on the way: a segment that holds a datum damaged before the move is
+/// stored with a checksum that never matches it (`checksum::carried`), so that damage stays
+/// found by every read and by the scrub instead of being vouched for by a new checksum.
+fn oracle_into_segments(tx: &Transaction<'_>) -> Result<(), Error> {
+    let mut engine = Engine::new(ORACLE.packing);
+    let mut damaged = Vec::new();
+    // Each statement reads the rows after the last one moved (owner `?1`, position `?2..?4`).
+    for sql in [
+        format!(
+            "SELECT {ALL_DATA}, d.vega_time, d.block, d.seq, d.json, d.sum FROM oracle_data d \
+             WHERE ?1 <= {ALL_DATA} AND (d.vega_time, d.block, d.seq) > (?2, ?3, ?4) \
+             ORDER BY d.vega_time, d.block, d.seq LIMIT ?5"
+        ),
+        "SELECT s.spec, s.vega_time, s.block, s.seq, d.json, d.sum FROM oracle_spec_data s \
+         JOIN oracle_data d ON d.vega_time = s.vega_time AND d.block = s.block AND d.seq = s.seq \
+         WHERE (s.spec, s.vega_time, s.block, s.seq) > (?1, ?2, ?3, ?4) \
+         ORDER BY s.spec, s.vega_time, s.block, s.seq LIMIT ?5"
+            .to_owned(),
+    ] {
+        let mut after = (i64::MIN, (i64::MIN, i64::MIN, i64::MIN, 0));
+        loop {
+            let rows: Vec<(i64, LineKey, Vec<u8>, i64)> = tx
+                .prepare(&sql)
+                .and_then(|mut stmt| {
+                    let (owner, (time, block, seq, _)) = after;
+                    stmt.query_map(params![owner, time, block, seq, MOVE_ROWS], |row| {
+                        let key = (row.get(1)?, row.get(2)?, row.get(3)?, 0);
+                        Ok((row.get(0)?, key, row.get(4)?, row.get(5)?))
+                    })?
+                    .collect()
+                })
+                .map_err(map_err)?;
+            let Some(&(owner, key, ..)) = rows.last() else {
+                break;
+            };
+            after = (owner, key);
+            let mut lines = Vec::with_capacity(rows.len());
+            for (owner, key, json, sum) in &rows {
+                let stored = checksum::from_sql("json", *sum)?;
+                if checksum::verify("json", json, stored).is_err() {
+                    damaged.push((*owner, *key));
+                }
+                let line = Line {
+                    key: *key,
+                    asset: 0,
+                    csv: &json[..],
+                };
+                lines.push((*owner, line));
+            }
+            let mut table = Segments {
+                table: &ORACLE,
+                conn: tx,
+            };
+            engine.store(&mut table, lines)?;
+        }
+    }
+    for (owner, (time, block, seq, idx)) in damaged {
+        let (rowid, sum): (i64, i64) = tx
+            .query_row(
+                "SELECT rowid, json_sum FROM oracle_segments WHERE spec = ?1 \
+                 AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+                 ORDER BY last_time, last_block, last_seq, last_idx LIMIT 1",
+                params![owner, time, block, seq, idx],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(map_err)?;
+        let sum = checksum::carried(checksum::from_sql("json", sum)?, false);
+        tx.execute(
+            "UPDATE oracle_segments SET json_sum = ?1 WHERE rowid = ?2",
+            params![checksum::to_sql(sum), rowid],
+        )
+        .map_err(map_err)?;
+    }
+    tx.execute_batch("DROP TABLE oracle_spec_data; DROP TABLE oracle_data;")
+        .map_err(map_err)
+}
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
 /// and, once migrated, that its rows are in this program's format; says from which version.
@@ -278,6 +390,9 @@ pub(super) fn migrate(
             refuse_ledger_rows(&tx)?;
         }
         tx.execute_batch(sql).map_err(map_err)?;
+        if version == ORACLE_SEGMENTS {
+            oracle_into_segments(&tx)?;
+        }
         if holds_no_block(&tx)? {
             tx.execute(
                 "UPDATE schema_info SET value = ?1 WHERE key = 'row_format'",

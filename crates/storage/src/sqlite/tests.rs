@@ -348,7 +348,8 @@ fn databases_of_row_formats_2_and_3_are_refused_and_left_as_they_are() {
 #[test]
 fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
     let (_temp, path) = TempStore::with_one_row();
-    // As schema 4 left them: the segments keyed by their primary key, WITHOUT ROWID.
+    // As schema 4 left them: the segments keyed by their primary key, WITHOUT ROWID, and the
+    // oracle data in rows (none here).
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
         "CREATE TABLE old (party INTEGER NOT NULL, last_time INTEGER NOT NULL, \
@@ -360,6 +361,13 @@ fn segments_of_schema_4_move_to_a_rowid_table_with_their_bytes() {
              first_time, lines, csv, keys FROM ledger_segments; \
          DROP TABLE ledger_segments; \
          ALTER TABLE old RENAME TO ledger_segments; \
+         DROP TABLE oracle_segments; \
+         CREATE TABLE oracle_data (vega_time INTEGER NOT NULL, block INTEGER NOT NULL, \
+             seq INTEGER NOT NULL, json BLOB NOT NULL, PRIMARY KEY (vega_time, block, seq)) \
+             WITHOUT ROWID; \
+         CREATE TABLE oracle_spec_data (spec INTEGER NOT NULL, vega_time INTEGER NOT NULL, \
+             block INTEGER NOT NULL, seq INTEGER NOT NULL, \
+             PRIMARY KEY (spec, vega_time, block, seq)) WITHOUT ROWID; \
          UPDATE schema_info SET value = '4' WHERE key = 'row_format'; \
          PRAGMA user_version = 4;",
     )

@@ -18,7 +18,7 @@ pub enum Unit {
     LedgerIndex,
     /// Datum `a` (matched by spec 1), as the backend stores it under the listing of all data.
     OracleData,
-    /// The index of the segment of all data (PostgreSQL only: SQLite stores no oracle index).
+    /// The index of the segment of all data.
     OracleIndex,
 }
 

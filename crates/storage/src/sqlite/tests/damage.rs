@@ -26,8 +26,8 @@ fn damage(path: &std::path::Path, unit: Unit, harm: Harm) {
             };
             ("ledger_segments", column, format!("party = {party}"))
         }
-        Unit::OracleData => ("oracle_data", "json", "vega_time = 100".to_owned()),
-        Unit::OracleIndex => unreachable!("SQLite stores no oracle index"),
+        Unit::OracleData => ("oracle_segments", "json", "spec = 0".to_owned()),
+        Unit::OracleIndex => ("oracle_segments", "keys", "spec = 0".to_owned()),
     };
     let mut bytes: Vec<u8> = conn
         .query_row(
@@ -48,13 +48,18 @@ fn damage(path: &std::path::Path, unit: Unit, harm: Harm) {
 
 #[test]
 fn a_damaged_unit_fails_the_reads_that_reach_it_and_no_other() {
-    for unit in [Unit::LedgerLines, Unit::LedgerIndex, Unit::OracleData] {
+    for unit in [
+        Unit::LedgerLines,
+        Unit::LedgerIndex,
+        Unit::OracleData,
+        Unit::OracleIndex,
+    ] {
         for harm in Harm::ALL {
             let temp = TempStore::new();
             damage::fill(&mut temp.store.writer().unwrap());
             damage(temp.store.path(), unit, harm);
             let table = match unit {
-                Unit::OracleData => "oracle_data",
+                Unit::OracleData | Unit::OracleIndex => "oracle_segments",
                 _ => "ledger_segments",
             };
             damage::check(&temp.store, unit, table);
