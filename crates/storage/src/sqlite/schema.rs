@@ -246,6 +246,17 @@ const MOVE_ROWS: i64 = 50_000;
 /// stored with a checksum that never matches it (`checksum::carried`), so that damage stays
 /// found by every read and by the scrub instead of being vouched for by a new checksum.
 fn oracle_into_segments(tx: &Transaction<'_>) -> Result<(), Error> {
+    let data: i64 = tx
+        .query_row("SELECT count(*) FROM oracle_data", [], |row| row.get(0))
+        .map_err(map_err)?;
+    if data > 0 {
+        // Said before it starts (6 s for the standard dataset's million data), so that a long
+        // move is not taken for a hang.
+        tracing::info!(
+            "schema 9: moving {data} oracle data and their matches into segments, in one \
+             transaction"
+        );
+    }
     let mut engine = Engine::new(ORACLE.packing);
     let mut damaged = Vec::new();
     // Each statement reads the rows after the last one moved (owner `?1`, position `?2..?4`).
@@ -316,7 +327,11 @@ fn oracle_into_segments(tx: &Transaction<'_>) -> Result<(), Error> {
         .map_err(map_err)?;
     }
     tx.execute_batch("DROP TABLE oracle_spec_data; DROP TABLE oracle_data;")
-        .map_err(map_err)
+        .map_err(map_err)?;
+    if data > 0 {
+        tracing::info!("schema 9: oracle data moved into segments");
+    }
+    Ok(())
 }
 
 /// Brings the database to the latest schema version, after checking that it is ours (or new)
