@@ -5,8 +5,8 @@
 //! the two segments at the edges of a time window, and every segment of a one-asset export, are
 //! cut line by line through the index. Both backends store segments the same way: the lines
 //! (`csv`) and the index (`keys`) as two blobs, keyed by the party and the last line's key.
-//! PostgreSQL stores its oracle data in segments too (`storage-postgres`, `segments.rs`): there a line is
-//! a datum's JSON, its key the datum's position with entry index 0, its asset 0.
+//! Both backends store their oracle data in segments too (`ORACLE`, `store_oracle`): there a
+//! line is a datum's JSON, its key the datum's position with entry index 0, its asset 0.
 //!
 //! The index holds one [`INDEX_ENTRY`]-byte entry per line, little-endian: vega time (i64), block
 //! (i64), sequence number (i64), entry index (i64), asset dictionary id (i64), and the offset in
@@ -78,8 +78,8 @@ pub const LEDGER: Table = Table {
 /// spec one, and what a page reads beyond its data is read, verified (and on PostgreSQL sent,
 /// often through TLS, and decompressed) for nothing. On PostgreSQL, with 64 KiB segments the
 /// latest value took 0.57–0.65 ms against 0.35 ms for rows; a segment of 16 KiB compresses to
-/// about 4 KB, and in SQLite it fits in one 32 KiB database page, with no overflow pages. A
-/// spec's small last segment is rewritten with each batch (a run of one): a run of several
+/// about 4 KB. SQLite, which does not compress, seals its own at 13 KiB (`sqlite/segments.rs`).
+/// A spec's small last segment is rewritten with each batch (a run of one): a run of several
 /// would make the newest page read several segments, and a spec's rewrites do not grow with
 /// the number of parties.
 pub const ORACLE: Table = Table {

@@ -36,7 +36,8 @@ pub(super) const ALL_DATA: i64 = 0;
 /// The SQL of a table of segments in SQLite, whose unique index of keys is `{name}_key`, and
 /// whose blobs' checksums are `{lines}_sum` and `keys_sum`.
 impl Table {
-    /// The columns of a segment's blobs and their checksums, as [`stored_segment`] reads them.
+    /// The columns of a segment's blobs and their checksums, as
+    /// [`stored_segment`](Self::stored_segment) reads them.
     fn blobs(&self) -> String {
         format!("{lines}, keys, {lines}_sum, keys_sum", lines = self.lines)
     }
@@ -47,7 +48,8 @@ impl Table {
         let Table { name, owner, .. } = self;
         format!(
             "SELECT last_time, last_block, last_seq, last_idx, {} FROM {name} \
-             WHERE {owner} = ?1 AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+             WHERE {owner} = ?1 \
+             AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
              AND first_time <= ?6",
             self.blobs()
         )
