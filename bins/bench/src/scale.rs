@@ -101,6 +101,16 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
                 Some(pg) if backend == "postgres" => pg.size(&mut pg.admin()?)?,
                 _ => sqlite_size(&sqlite),
             };
+            // What the ingest left to write goes to disk before anything is timed: PostgreSQL's
+            // checkpoint of it (a spread one was still running when the pages were measured)
+            // and the kernel's writeback of either database. Otherwise the pages at 16× share
+            // the two cores with writing gigabytes, and those at 1× with writing megabytes.
+            if let Some(pg) = pg.as_ref().filter(|_| backend == "postgres") {
+                pg.admin()?
+                    .batch_execute("CHECKPOINT")
+                    .context("cannot checkpoint the bench database")?;
+            }
+            sync()?;
             let server = ServerProcess::start_with(plan.server, db, plan.dir, &[])?;
             let served = runtime.block_on(measure(plan, &config, generated.oracle_data, &server));
             let serve_peak_rss_kib = process::memory(server.pid()).ok().map(|m| m.hwm_kib);
@@ -268,6 +278,15 @@ fn render(points: &[Point]) -> String {
         );
     }
     out
+}
+
+/// Writes every file's dirty pages to disk (`sync(1)`), and waits for it.
+fn sync() -> Result<()> {
+    let status = std::process::Command::new("sync")
+        .status()
+        .context("cannot run sync")?;
+    anyhow::ensure!(status.success(), "sync failed: {status}");
+    Ok(())
 }
 
 #[cfg(test)]
