@@ -60,28 +60,31 @@ fn spec_key(conn: &Connection, spec: &OracleSpecId) -> Result<Option<i64>, Error
         .map_err(map_err)
 }
 
-/// The columns every segment scan returns: the blobs and their checksums, then the key.
-const COLUMNS: &str = "json, keys, json_sum, keys_sum, last_time, last_block, last_seq, last_idx";
+/// The start of every segment scan, as a literal (the scans are constants, prepared from the
+/// connection's cache with no formatting per page): the blobs and their checksums, then the
+/// key, of spec `?1`'s segments.
+macro_rules! segments_of_spec {
+    () => {
+        "SELECT json, keys, json_sum, keys_sum, last_time, last_block, last_seq, last_idx \
+         FROM oracle_segments WHERE spec = ?1 "
+    };
+}
 
 /// The segments of spec `?1` in ascending key order whose last datum is at or after
 /// `(?2, ?3, ?4, ?5)`: the first of them holds the anchor, or else is the nearest after it.
-pub(crate) fn ascending_sql() -> String {
-    format!(
-        "SELECT {COLUMNS} FROM oracle_segments WHERE spec = ?1 \
-         AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
-         ORDER BY last_time, last_block, last_seq, last_idx"
-    )
-}
+pub(crate) const ASCENDING_SQL: &str = concat!(
+    segments_of_spec!(),
+    "AND (last_time, last_block, last_seq, last_idx) >= (?2, ?3, ?4, ?5) \
+     ORDER BY last_time, last_block, last_seq, last_idx"
+);
 
 /// The segments of spec `?1` in descending key order whose last datum is at or before
 /// `(?2, ?3, ?4, ?5)`.
-pub(crate) fn descending_sql() -> String {
-    format!(
-        "SELECT {COLUMNS} FROM oracle_segments WHERE spec = ?1 \
-         AND (last_time, last_block, last_seq, last_idx) <= (?2, ?3, ?4, ?5) \
-         ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC"
-    )
-}
+pub(crate) const DESCENDING_SQL: &str = concat!(
+    segments_of_spec!(),
+    "AND (last_time, last_block, last_seq, last_idx) <= (?2, ?3, ?4, ?5) \
+     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC"
+);
 
 /// The key of spec `?1`'s first segment whose last datum is at or after `(?2, ?3, ?4, ?5)`:
 /// the one that holds that position, if any does.
@@ -116,11 +119,11 @@ fn scan(
             None => LAST,
             Some(anchor) => holder(conn, owner, anchor)?.unwrap_or(LAST),
         };
-        (descending_sql(), from)
+        (DESCENDING_SQL, from)
     } else {
-        (ascending_sql(), anchor.unwrap_or(FIRST))
+        (ASCENDING_SQL, anchor.unwrap_or(FIRST))
     };
-    let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+    let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
     let (time, block, seq, idx) = from;
     let mut rows = stmt
         .query(params![owner, time, block, seq, idx])

@@ -7,7 +7,7 @@
 use rusqlite::Connection;
 
 use super::export::SCAN_SQL;
-use super::oracle::{HOLDER_SQL, ascending_sql, descending_sql};
+use super::oracle::{ASCENDING_SQL, DESCENDING_SQL, HOLDER_SQL};
 use super::schema;
 use super::segments::{LEDGER, ORACLE};
 
@@ -84,11 +84,11 @@ fn the_writer_reads_an_owner_s_touched_segments_by_index_range_searches() {
 fn oracle_scans_are_index_range_searches() {
     let index = "SEARCH oracle_segments USING INDEX oracle_segments_key";
     check(
-        &ascending_sql(),
+        ASCENDING_SQL,
         &format!("{index} (spec=? AND (last_time,last_block,last_seq,last_idx)>(?,?,?,?))"),
     );
     check(
-        &descending_sql(),
+        DESCENDING_SQL,
         &format!("{index} (spec=? AND (last_time,last_block,last_seq,last_idx)<(?,?,?,?))"),
     );
     // The holder's key alone: the index covers it, no segment is read.
