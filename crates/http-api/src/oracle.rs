@@ -78,27 +78,41 @@ pub(crate) async fn oracle_data(
     Ok(whole(StatusCode::OK, "application/json", answer))
 }
 
-/// Reads and renders the page on a blocking thread.
+/// Reads and renders the page: on this async worker when the store's pages are local and the
+/// page is cheap to finish (plain JSON of at most [`INLINE_ROWS`] rows), since handing it to a
+/// blocking thread and back costs more than such a read (two thread wake-ups, measured in
+/// docs/PERFORMANCE.md); on a blocking thread otherwise.
 async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
     let permit = app.page_permit().await?;
     let store = Arc::clone(&app.inner.oracle);
-    // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on the
-    // blocking thread with the read.
-    let page = tokio::task::spawn_blocking(move || {
+    let inline =
+        store.pages_are_local() && key.style.is_plain() && key.request.page_size() <= INLINE_ROWS;
+    let work = move || {
         let _permit = permit;
         store
             .oracle_page(key.spec.as_ref(), &key.request)
             .map(|page| key.style.json(render(&page)))
-    })
-    .await
-    .map_err(|join| ApiError::Internal {
-        detail: detail::ORACLE_DATA_SERVICE,
-        message: FAILED,
-        source: join.into(),
-    })?;
+    };
+    let page = if inline {
+        work()
+    } else {
+        // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on
+        // the blocking thread with the read.
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|join| ApiError::Internal {
+                detail: detail::ORACLE_DATA_SERVICE,
+                message: FAILED,
+                source: join.into(),
+            })?
+    };
     app.record_read(&page);
     page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
 }
+
+/// The most rows of a page read on the async worker: Vega's default page size. Larger pages,
+/// up to 5000 rows, hold the worker too long and go to a blocking thread.
+const INLINE_ROWS: u32 = oracle_core::DEFAULT_PAGE_SIZE;
 
 /// Vega's detail message for a page the store could not serve.
 const FAILED: &str = "failed retrieve data for oracle data";

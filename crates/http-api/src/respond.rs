@@ -58,6 +58,11 @@ impl Encoded {
 }
 
 impl Style {
+    /// True when a body is sent as it was made: neither compressed nor re-indented.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.coding == Coding::Identity && !self.pretty
+    }
+
     /// Finishes a JSON body: indented when asked, then compressed when worth it. CPU work for
     /// large bodies, so callers run it where blocking is fine.
     pub(crate) fn json(&self, json: Vec<u8>) -> Encoded {

@@ -62,6 +62,10 @@ struct FakeStore {
     spec_and_pad: Option<usize>,
     /// The chain tip told.
     tip: Arc<Mutex<Option<ChainTip>>>,
+    /// Say that pages are local ([`OracleStore::pages_are_local`]).
+    local_pages: bool,
+    /// The thread of every page read so far.
+    read_threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
 }
 
 impl FakeStore {
@@ -143,6 +147,7 @@ impl OracleStore for FakeStore {
         request: &PageRequest,
     ) -> Result<OraclePage, Error> {
         self.page_reads.fetch_add(1, Ordering::SeqCst);
+        (self.read_threads.lock().unwrap()).push(std::thread::current().id());
         if self.fail_pages.load(Ordering::Relaxed) {
             return Err(self.failure());
         }
@@ -190,6 +195,10 @@ impl OracleStore for FakeStore {
 
     fn data_version(&self) -> Result<Option<u64>, Error> {
         Ok(*self.version.lock().unwrap())
+    }
+
+    fn pages_are_local(&self) -> bool {
+        self.local_pages
     }
 }
 
@@ -551,6 +560,65 @@ async fn oracle_listing_renders_vega_json_around_stored_nodes() {
     assert_eq!(info["hasPreviousPage"], false);
     assert_eq!(info["startCursor"], edges[0]["cursor"]);
     assert_eq!(info["endCursor"], edges[1]["cursor"]);
+}
+
+// The default runtime of a test has one thread: a page read on a blocking thread is read on
+// another one.
+#[tokio::test]
+async fn local_pages_are_read_on_the_worker_unless_large_compressed_or_pretty() {
+    let cases = [
+        ("", None, true),
+        ("?pagination.first=2", None, true),
+        ("?pagination.last=1000", None, true),
+        ("?pagination.first=1001", None, false),
+        ("?pagination.first=2&pretty=true", None, false),
+        ("?pagination.first=2", Some("gzip"), false),
+    ];
+    for (query, coding, inline) in cases {
+        let uri = format!("/api/v2/oracle/data{query}");
+        let mut answers = Vec::new();
+        for local_pages in [false, true] {
+            let store = FakeStore {
+                local_pages,
+                spec_and_pad: Some(300),
+                ..FakeStore::default()
+            };
+            let threads = Arc::clone(&store.read_threads);
+            let mut request = Request::get(&uri);
+            if let Some(coding) = coding {
+                request = request.header("accept-encoding", coding);
+            }
+            let answer = call_with(store, AppConfig::default(), request.body(()).unwrap()).await;
+            assert_eq!(answer.status, StatusCode::OK, "{uri}");
+            let threads = threads.lock().unwrap().clone();
+            let here = std::thread::current().id();
+            assert_eq!(threads.len(), 1, "{uri}");
+            assert_eq!(
+                threads[0] == here,
+                local_pages && inline,
+                "{uri} {coding:?}, local pages: {local_pages}"
+            );
+            answers.push((answer.header("content-encoding").to_owned(), answer.body));
+        }
+        // Read on either thread, the answer is the same.
+        assert_eq!(answers[0], answers[1], "{uri} {coding:?}");
+    }
+}
+
+/// A failed page read on the worker answers as one on a blocking thread.
+#[tokio::test]
+async fn a_local_page_that_fails_is_a_500_in_the_bare_shape() {
+    let mut answers = Vec::new();
+    for local_pages in [false, true] {
+        let store = FakeStore {
+            local_pages,
+            ..FakeStore::failing_pages()
+        };
+        let answer = get(store, "/api/v2/oracle/data").await;
+        assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+        answers.push(answer.json());
+    }
+    assert_eq!(answers[0], answers[1]);
 }
 
 #[tokio::test]

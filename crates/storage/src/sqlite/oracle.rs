@@ -49,6 +49,12 @@ impl OracleStore for SqliteStore {
     fn data_version(&self) -> Result<Option<u64>, Error> {
         self.version.current()
     }
+
+    /// A page reads the file through a pooled connection: the pool opens one rather than wait,
+    /// and WAL readers never wait for the writer.
+    fn pages_are_local(&self) -> bool {
+        true
+    }
 }
 
 fn spec_key(conn: &Connection, spec: &OracleSpecId) -> Result<Option<i64>, Error> {
