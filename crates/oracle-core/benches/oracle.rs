@@ -53,6 +53,9 @@ fn cursors(c: &mut Criterion) {
     group.bench_function("encode", |b| {
         b.iter(|| encode_cursor(black_box(position(7))))
     });
+    group.bench_function("new", |b| {
+        b.iter(|| oracle_core::Cursor::new(black_box(position(7))))
+    });
     let cursor = encode_cursor(position(7));
     group.bench_function("decode", |b| b.iter(|| decode_cursor(black_box(&cursor))));
     group.finish();
