@@ -433,7 +433,15 @@ impl Statements<'_> {
     }
 }
 
-/// Makes the pool's connections, with TLS as `sslmode` asks.
+/// The readers' planner setting, for the whole session: every prepared statement runs its
+/// generic plan, planned once per connection. Those are the plans `query_plans.rs` pins. Left
+/// to choose (`auto`), PostgreSQL kept planning a page's scan at every execution: the generic
+/// plan's estimate, made without the `LIMIT`'s value, never beat the custom plans', and the
+/// planning cost a page read from the database about 15 % of its time (docs/PERFORMANCE.md
+/// "Generic plans").
+pub(crate) const READER_PLANNER: &str = "SET plan_cache_mode = force_generic_plan";
+
+/// Makes the pool's connections, with TLS as `sslmode` asks, and the readers' planner setting.
 pub(crate) struct Manager {
     config: Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
@@ -470,8 +478,10 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<PgConn, postgres::Error> {
+        let mut client = self.config.connect(self.tls.clone())?;
+        client.batch_execute(READER_PLANNER)?;
         Ok(PgConn {
-            client: self.config.connect(self.tls.clone())?,
+            client,
             statements: HashMap::new(),
             specs: HashMap::new(),
             partitions: HashMap::new(),

@@ -6,7 +6,7 @@
 use super::export::{Chunk, EXPORT_PLANNER, Scan};
 use super::oracle::{PARTITION_SQL, SegmentScan};
 use super::segments::{LEDGER, ORACLE, Table, WRITER_PLANNER};
-use super::{DEFAULT_PARTITIONS, PgStore};
+use super::{DEFAULT_PARTITIONS, PgStore, READER_PLANNER};
 use storage::{IngestBatch, IngestWriter, suite};
 use testdb::TestDatabase;
 
@@ -17,9 +17,9 @@ use testdb::TestDatabase;
 /// (each opened only when a row is deleted from it); the row counts are dropped.
 fn plan(client: &mut postgres::Client, sql: &str, types: &str, args: &str) -> String {
     let mut tx = client.transaction().unwrap();
+    // The readers' own setting: it ends with the transaction's rollback.
     tx.batch_execute(&format!(
-        "SET LOCAL plan_cache_mode = force_generic_plan; DEALLOCATE ALL; \
-         PREPARE q ({types}) AS {sql}"
+        "{READER_PLANNER}; DEALLOCATE ALL; PREPARE q ({types}) AS {sql}"
     ))
     .unwrap();
     let rows = tx

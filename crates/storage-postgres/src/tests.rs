@@ -11,7 +11,7 @@ mod segments;
 use postgres::Client;
 
 use super::schema::{CREATED_BY, MIGRATIONS};
-use super::{PgConfig, PgStore};
+use super::{PgConfig, PgStore, map_err};
 use storage::{
     CHAIN_TIP_LAG, Error, Health, IngestBatch, IngestWriter, OracleStore, Store as _, suite,
 };
@@ -497,6 +497,27 @@ fn a_commit_is_announced_and_heard_without_a_poll() {
     }
     drop(writer);
     assert_eq!(left, 1, "only the writer's connection is left");
+}
+
+/// The pool's connections run the generic plans that `query_plans.rs` pins, planned once per
+/// connection rather than at every page.
+#[test]
+fn readers_run_the_pinned_generic_plans() {
+    let Some(db) = TestDatabase::create("readers_run_the_pinned_generic_plans") else {
+        return;
+    };
+    drop(PgStore::writer(db.url()).unwrap());
+    let store = PgStore::open_polling(db.url(), PgConfig::default(), HOURLY).unwrap();
+    let mode: String = store
+        .read(
+            |conn| {
+                let row = conn.client.query_one("SHOW plan_cache_mode", &[]);
+                Ok(row.map_err(map_err)?.get(0))
+            },
+            || true,
+        )
+        .unwrap();
+    assert_eq!(mode, "force_generic_plan");
 }
 
 /// An announced commit moves the version on even when the tip stays the same (rows added to
