@@ -308,13 +308,22 @@ impl App {
             coding: Coding::negotiate(request.headers()),
             pretty: query.has("pretty"),
         };
-        // Taken before the request is served: the answer holds at least the data up to it.
-        let tip = freshness::applies_to(request.uri().path())
-            .then(|| self.chain_tip())
-            .flatten();
+        // Taken before the request is served: the answer holds at least the data up to it. A
+        // page whose answer may come from the cache takes the data version with it, in one look
+        // where the store can.
+        let (tip, tip_version) = if !freshness::applies_to(request.uri().path()) {
+            (None, None)
+        } else if route == Route::OracleData && self.inner.page_cache.enabled() {
+            self.chain_tip_with_version()
+        } else {
+            (self.chain_tip(), None)
+        };
         let mut response = match limit.and_then(|limit| limit.refusal()) {
             Some(refusal) => refusal.into_response(route.error_shape(), style),
-            None => self.route(&request, route, &query, style).await,
+            None => {
+                self.route(&request, route, &query, style, tip_version)
+                    .await
+            }
         };
         let headers = response.headers_mut();
         if let Some(tip) = &tip {
@@ -343,6 +352,7 @@ impl App {
         route: Route,
         query: &Query<'_>,
         style: Style,
+        tip_version: Option<u64>,
     ) -> Response<Body> {
         let method = request.method();
         match (method, route) {
@@ -351,9 +361,11 @@ impl App {
             (&Method::GET, Route::Export) => export::export(self, request, query, style)
                 .await
                 .unwrap_or_else(|err| err.into_response(ErrorShape::Stream, style)),
-            (&Method::GET, Route::OracleData) => oracle::oracle_data(self, query, style)
-                .await
-                .unwrap_or_else(|err| err.into_response(ErrorShape::Bare, style)),
+            (&Method::GET, Route::OracleData) => {
+                oracle::oracle_data(self, query, style, tip_version)
+                    .await
+                    .unwrap_or_else(|err| err.into_response(ErrorShape::Bare, style))
+            }
             (&Method::GET | &Method::HEAD, Route::Health) => self
                 .health_response()
                 .await
@@ -463,6 +475,19 @@ impl App {
             tracing::debug!(error = %err, "no chain tip; the answer has no block headers");
             None
         })
+    }
+
+    /// [`App::chain_tip`] and, when the store tells it in the same look, the data version it
+    /// belongs to (`Health::chain_tip_with_version`). A store that fails to tell answers
+    /// neither, as `chain_tip` does.
+    fn chain_tip_with_version(&self) -> (Option<storage::ChainTip>, Option<u64>) {
+        self.inner
+            .health
+            .chain_tip_with_version()
+            .unwrap_or_else(|err| {
+                tracing::debug!(error = %err, "no chain tip; the answer has no block headers");
+                (None, None)
+            })
     }
 
     /// Records how a read of the store ended, for `/health` and the metrics.

@@ -15,10 +15,13 @@ use crate::page_cache::PageKey;
 use crate::query::{Query, fields};
 use crate::respond::{Encoded, Style, whole};
 
+/// The page `query` asks for; `tip_version` is the data version read with the answer's
+/// `X-Block-Height`, when the store told one (`Health::chain_tip_with_version`).
 pub(crate) async fn oracle_data(
     app: &App,
     query: &Query<'_>,
     style: Style,
+    tip_version: Option<u64>,
 ) -> Result<Response<Body>, ApiError> {
     let spec = query
         .get(fields::ORACLE_SPEC_ID)?
@@ -54,9 +57,11 @@ pub(crate) async fn oracle_data(
         style,
     };
     let cache = &app.inner.page_cache;
-    // Asked before the read: the page is stored only if the version is the same after it.
+    // Known before the read: the page is stored only if the version is the same after it. The
+    // version read with the answer's tip serves when there is one (its state holds the tip's
+    // blocks); else it is asked now, after the tip, and so names a state that holds them.
     let version = if cache.enabled() {
-        app.data_version()
+        tip_version.or_else(|| app.data_version())
     } else {
         None
     };

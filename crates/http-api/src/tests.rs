@@ -66,6 +66,10 @@ struct FakeStore {
     local_pages: bool,
     /// The thread of every page read so far.
     read_threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    /// Tell the data version with the chain tip (`Health::chain_tip_with_version`).
+    version_with_tip: bool,
+    /// Calls of `data_version` so far.
+    version_asks: Arc<AtomicUsize>,
 }
 
 impl FakeStore {
@@ -194,6 +198,7 @@ impl OracleStore for FakeStore {
     }
 
     fn data_version(&self) -> Result<Option<u64>, Error> {
+        self.version_asks.fetch_add(1, Ordering::SeqCst);
         Ok(*self.version.lock().unwrap())
     }
 
@@ -212,6 +217,15 @@ impl Health for FakeStore {
 
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
         Ok(*self.tip.lock().unwrap())
+    }
+
+    fn chain_tip_with_version(&self) -> Result<(Option<ChainTip>, Option<u64>), Error> {
+        let version = if self.version_with_tip {
+            *self.version.lock().unwrap()
+        } else {
+            None
+        };
+        Ok((self.chain_tip()?, version))
     }
 }
 

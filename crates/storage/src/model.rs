@@ -137,6 +137,19 @@ pub trait Health: Send + Sync {
     /// changed, so it never lags; PostgreSQL rereads it in the background when the writer
     /// announces a commit, and once per [`CHAIN_TIP_LAG`] in any case.
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error>;
+
+    /// [`Health::chain_tip`] and, when the store can tell it in the same look, the data
+    /// version ([`OracleStore::data_version`]) that the tip belongs to: for a request that needs
+    /// both (a page, whose answer carries the tip and whose cache is keyed by the version).
+    ///
+    /// A version answered here names a state that holds every block up to the tip answered
+    /// with it, so a page read while the version stays the same holds the tip's blocks; a
+    /// cache may serve such a page under that tip. `None` (the default) says "ask
+    /// `data_version` after this call": a version read after the tip always names a state
+    /// that holds it. Same rules of speed as `chain_tip`.
+    fn chain_tip_with_version(&self) -> Result<(Option<ChainTip>, Option<u64>), Error> {
+        Ok((self.chain_tip()?, None))
+    }
 }
 
 /// How far [`Health::chain_tip`] may lag the database.

@@ -100,6 +100,36 @@ async fn a_repeated_page_is_the_same_answer_without_a_read() {
     assert_eq!(sample(&text, timed), Some(3.0));
 }
 
+/// A store that tells its data version with the chain tip is asked once for both on a page
+/// from the cache; one that does not is asked for its version after the tip. The answers are
+/// the same, and a commit is seen either way.
+#[tokio::test]
+async fn a_version_told_with_the_tip_saves_asking_for_it() {
+    let mut answers = Vec::new();
+    for version_with_tip in [false, true] {
+        let store = FakeStore {
+            version_with_tip,
+            ..FakeStore::versioned(0)
+        };
+        let app = app(&store, AppConfig::default());
+        let first = fetch(&app, ORACLE, &[]).await;
+        let asked = store.version_asks.load(Ordering::SeqCst);
+        assert_eq!(fetch(&app, ORACLE, &[]).await, first);
+        let per_hit = store.version_asks.load(Ordering::SeqCst) - asked;
+        assert_eq!(
+            per_hit,
+            usize::from(!version_with_tip),
+            "{version_with_tip}"
+        );
+        store.commit();
+        let after = fetch(&app, ORACLE, &[]).await;
+        assert!(text(&after).contains(r#""commits":1"#), "{}", text(&after));
+        assert_eq!(store.page_reads(), 2);
+        answers.push((first, after));
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 #[tokio::test]
 async fn a_commit_makes_the_next_page_read_the_store_again() {
     let store = FakeStore::versioned(0);

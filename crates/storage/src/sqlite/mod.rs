@@ -219,6 +219,11 @@ impl Health for SqliteStore {
     fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
         self.version.chain_tip()
     }
+
+    /// One `PRAGMA data_version` for both while nothing was committed (see `version.rs`).
+    fn chain_tip_with_version(&self) -> Result<(Option<ChainTip>, Option<u64>), Error> {
+        self.version.chain_tip_with_version()
+    }
 }
 
 /// An SQLite database file as a [`Backend`]: opening it to serve creates or migrates it (the

@@ -11,8 +11,9 @@
 //! tell" rather than an error.
 //!
 //! The same connection answers the chain tip (`crate::tip`): it keeps the last tip read with
-//! the version it was read at, and reads `blocks` again only when the version moved on, so a
-//! request costs the pragma alone until something is committed.
+//! the version whose state holds it, and reads `blocks` again only when the version moved on,
+//! so a request costs one pragma until something is committed, for the tip and the version
+//! together (`Health::chain_tip_with_version`).
 //!
 //! See: <https://www.sqlite.org/pragma.html#pragma_data_version>
 
@@ -68,27 +69,44 @@ impl DataVersion {
     /// The chain tip, read again only when the data version changed since the last read. When
     /// the version cannot be had at once, the last tip read stands.
     pub(super) fn chain_tip(&self) -> Result<Option<ChainTip>, Error> {
+        self.chain_tip_with_version().map(|(tip, _)| tip)
+    }
+
+    /// The chain tip and the version it belongs to: one `PRAGMA data_version` while nothing
+    /// was committed since the tip was read (`Health::chain_tip_with_version`).
+    ///
+    /// A tip is kept with a version only when the version asked again after reading it is the
+    /// same: nothing was committed between the two looks, so that version's state holds every
+    /// block up to the tip. (A tip read just after a commit that the first look missed would
+    /// otherwise be kept with the older version, and a page cached under that version, which
+    /// lacks the commit, would be served under a tip that announces it.) When the two looks
+    /// differ, the tip is answered without a version, and the caller asks for one after it.
+    pub(super) fn chain_tip_with_version(&self) -> Result<(Option<ChainTip>, Option<u64>), Error> {
         let mut watch = self.lock();
-        let version = version(&watch.conn)?;
-        match (version, watch.tip) {
-            (Some(version), Some((seen, tip))) if version == seen => return Ok(tip),
-            (None, Some((_, tip))) => return Ok(tip),
+        let before = version(&watch.conn)?;
+        match (before, watch.tip) {
+            (Some(version), Some((seen, tip))) if version == seen => {
+                return Ok((tip, Some(version)));
+            }
+            (None, Some((_, tip))) => return Ok((tip, None)),
             _ => {}
         }
-        // Read after the version: the tip is at least as new as the version it is kept with,
-        // so a later commit always changes the version and is read.
         let row = watch.conn.prepare_cached(tip::SQL).and_then(|mut stmt| {
             stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         });
         let tip = match row {
             Ok((first, last, time)) => tip::from_row(first, last, time)?,
-            Err(err) if is_busy(&err) => return Ok(watch.tip.and_then(|(_, tip)| tip)),
+            Err(err) if is_busy(&err) => return Ok((watch.tip.and_then(|(_, tip)| tip), None)),
             Err(err) => return Err(map_err(err)),
         };
-        if let Some(version) = version {
-            watch.tip = Some((version, tip));
+        let after = version(&watch.conn)?;
+        match before {
+            Some(version) if after == Some(version) => {
+                watch.tip = Some((version, tip));
+                Ok((tip, Some(version)))
+            }
+            _ => Ok((tip, None)),
         }
-        Ok(tip)
     }
 }
 
@@ -114,4 +132,65 @@ fn is_busy(err: &rusqlite::Error) -> bool {
         err.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use rusqlite::trace::{TraceEvent, TraceEventCodes};
+
+    use super::*;
+    use crate::sqlite::{SqliteConfig, SqliteStore};
+
+    /// A commit that lands after the version's first look but before the tip is read: the tip
+    /// then shows a state the version first seen does not name, so it is answered without a
+    /// version (the caller asks for one after it), and kept with none. The next quiet look
+    /// answers both again, the version the one asked after it.
+    #[test]
+    fn a_tip_read_after_a_commit_the_version_missed_comes_without_that_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let store = SqliteStore::open(&path, SqliteConfig::default()).unwrap();
+        let watch = DataVersion::open(&path).unwrap();
+        let other = Arc::new(Mutex::new(Connection::open(&path).unwrap()));
+        let write = |other: &Mutex<Connection>, hex: &str| {
+            let sql = format!("INSERT INTO parties (hex) VALUES (x'{hex}')");
+            other.lock().unwrap().execute_batch(&sql).unwrap();
+        };
+        let (_, first) = watch.chain_tip_with_version().unwrap();
+        let first = first.expect("a quiet store tells its version with the tip");
+        // A commit, so that the next look reads the tip again; and another one, landed when
+        // the tip's statement starts, before it takes its snapshot.
+        write(&other, "01");
+        let armed = Arc::new(AtomicBool::new(true));
+        let trace = {
+            let (armed, other) = (Arc::clone(&armed), Arc::clone(&other));
+            move |event: TraceEvent<'_>| {
+                if let TraceEvent::Stmt(_, sql) = event
+                    && sql.contains("blocks")
+                    && armed.swap(false, Ordering::SeqCst)
+                {
+                    write(&other, "02");
+                }
+            }
+        };
+        watch
+            .lock()
+            .conn
+            .trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(trace))
+            .unwrap();
+        let (_, version) = watch.chain_tip_with_version().unwrap();
+        assert!(!armed.load(Ordering::SeqCst), "the tip was not read again");
+        assert_eq!(
+            version, None,
+            "answered with the version the tip's read missed"
+        );
+        let (_, version) = watch.chain_tip_with_version().unwrap();
+        let version = version.expect("a quiet store tells its version with the tip");
+        assert_ne!(version, first);
+        assert_eq!(watch.current().unwrap(), Some(version));
+        drop(store);
+    }
 }

@@ -174,6 +174,13 @@ pub fn chain_tip_follows_commits<S: Store>(store: &S, writer: &mut dyn IngestWri
         assert_eq!(store.chain_tip().unwrap(), expected);
         // Asked again with nothing committed: from memory, the same.
         assert_eq!(store.chain_tip().unwrap(), expected);
+        // With its version: the same tip, and a version told with it is the one asked after
+        // it, nothing having been committed in between.
+        let (tip, version) = store.chain_tip_with_version().unwrap();
+        assert_eq!(tip, expected);
+        if version.is_some() {
+            assert_eq!(version, store.data_version().unwrap());
+        }
     };
     commit_then_check(vec![], None);
     commit_then_check(vec![block(5, Some(100), 1)], tip(5, 5, Some(100)));
