@@ -35,8 +35,9 @@
 //! The service talks to storage only through the `storage` traits; it never sees SQL. Blocking
 //! store calls run on tokio's blocking threads, but for pages of a store whose pages are local
 //! (`OracleStore::pages_are_local`), read on the async worker when plain and of at most 1000
-//! rows, since the hand-off would cost more than the read. [`serve`] runs the service on a listener with
-//! connection limits and timeouts until a shutdown future resolves, then drains connections.
+//! rows, since the hand-off would cost more than the read. [`serve`] runs the service on a
+//! listener with connection limits and timeouts until a shutdown future resolves, then drains
+//! connections.
 //!
 //! This crate must not open databases, read configuration or handle signals: the binary does.
 

@@ -99,17 +99,16 @@ async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
             .map(|page| key.style.json(render(&page)))
     };
     let page = if inline {
-        work()
+        // A read that panics answers 500, as it does from a blocking thread, rather than
+        // taking the connection down with it.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .map_err(|_| internal("the page's read panicked".into()))?
     } else {
         // Rendering and compressing a page of up to 5000 rows is CPU work too: it stays on
         // the blocking thread with the read.
         tokio::task::spawn_blocking(work)
             .await
-            .map_err(|join| ApiError::Internal {
-                detail: detail::ORACLE_DATA_SERVICE,
-                message: FAILED,
-                source: join.into(),
-            })?
+            .map_err(|join| internal(join.into()))?
     };
     app.record_read(&page);
     page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
@@ -121,6 +120,15 @@ const INLINE_ROWS: u32 = oracle_core::DEFAULT_PAGE_SIZE;
 
 /// Vega's detail message for a page the store could not serve.
 const FAILED: &str = "failed retrieve data for oracle data";
+
+/// A page whose read ended without an answer (it panicked).
+fn internal(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
+    ApiError::Internal {
+        detail: detail::ORACLE_DATA_SERVICE,
+        message: FAILED,
+        source,
+    }
+}
 
 /// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest.
 pub(crate) fn render(oracle: &OraclePage) -> Vec<u8> {

@@ -70,6 +70,8 @@ struct FakeStore {
     version_with_tip: bool,
     /// Calls of `data_version` so far.
     version_asks: Arc<AtomicUsize>,
+    /// Panic in every page read.
+    panic_pages: bool,
 }
 
 impl FakeStore {
@@ -152,6 +154,7 @@ impl OracleStore for FakeStore {
     ) -> Result<OraclePage, Error> {
         self.page_reads.fetch_add(1, Ordering::SeqCst);
         (self.read_threads.lock().unwrap()).push(std::thread::current().id());
+        assert!(!self.panic_pages, "a page read that panics");
         if self.fail_pages.load(Ordering::Relaxed) {
             return Err(self.failure());
         }
@@ -619,20 +622,32 @@ async fn local_pages_are_read_on_the_worker_unless_large_compressed_or_pretty() 
     }
 }
 
-/// A failed page read on the worker answers as one on a blocking thread.
+/// A failed page read on the worker answers as one on a blocking thread, and so does one that
+/// panics.
 #[tokio::test]
-async fn a_local_page_that_fails_is_a_500_in_the_bare_shape() {
+async fn a_local_page_that_fails_or_panics_is_a_500_in_the_bare_shape() {
     let mut answers = Vec::new();
     for local_pages in [false, true] {
-        let store = FakeStore {
+        let failing = FakeStore {
             local_pages,
             ..FakeStore::failing_pages()
         };
-        let answer = get(store, "/api/v2/oracle/data").await;
-        assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
-        answers.push(answer.json());
+        let panicking = FakeStore {
+            local_pages,
+            panic_pages: true,
+            ..FakeStore::default()
+        };
+        for store in [failing, panicking] {
+            let answer = get(store, "/api/v2/oracle/data").await;
+            assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert_eq!(answer.json()["code"], 13);
+            answers.push(answer.json()["details"][0]["message"].clone());
+        }
     }
-    assert_eq!(answers[0], answers[1]);
+    assert!(
+        answers.iter().all(|message| message == &answers[0]),
+        "{answers:?}"
+    );
 }
 
 #[tokio::test]
