@@ -309,15 +309,13 @@ impl App {
             coding: Coding::negotiate(request.headers()),
             pretty: query.has("pretty"),
         };
-        // Taken before the request is served: the answer holds at least the data up to it. A
-        // page whose answer may come from the cache takes the data version with it, in one look
-        // where the store can.
-        let (tip, tip_version) = if !freshness::applies_to(request.uri().path()) {
-            (None, None)
-        } else if route == Route::OracleData && self.inner.page_cache.enabled() {
+        // Taken before the request is served: the answer holds at least the data up to it.
+        // With it, in the same look where the store can, the data version a page's cache
+        // lookup needs.
+        let (tip, tip_version) = if freshness::applies_to(request.uri().path()) {
             self.chain_tip_with_version()
         } else {
-            (self.chain_tip(), None)
+            (None, None)
         };
         let mut response = match limit.and_then(|limit| limit.refusal()) {
             Some(refusal) => refusal.into_response(route.error_shape(), style),
@@ -472,15 +470,12 @@ impl App {
     /// (the rule of `Health::chain_tip`). A store that fails to tell is answered without the
     /// headers: the answer itself reports what is wrong with the store.
     fn chain_tip(&self) -> Option<storage::ChainTip> {
-        self.inner.health.chain_tip().unwrap_or_else(|err| {
-            tracing::debug!(error = %err, "no chain tip; the answer has no block headers");
-            None
-        })
+        self.chain_tip_with_version().0
     }
 
     /// [`App::chain_tip`] and, when the store tells it in the same look, the data version it
-    /// belongs to (`Health::chain_tip_with_version`). A store that fails to tell answers
-    /// neither, as `chain_tip` does.
+    /// belongs to (`Health::chain_tip_with_version`, as fast as `chain_tip`). A store that
+    /// fails to tell answers neither.
     fn chain_tip_with_version(&self) -> (Option<storage::ChainTip>, Option<u64>) {
         self.inner
             .health

@@ -121,7 +121,7 @@ const INLINE_ROWS: u32 = oracle_core::DEFAULT_PAGE_SIZE;
 /// Vega's detail message for a page the store could not serve.
 const FAILED: &str = "failed retrieve data for oracle data";
 
-/// A page whose read ended without an answer (it panicked).
+/// A page whose read ended without an answer (it panicked, or its blocking task was cancelled).
 fn internal(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
     ApiError::Internal {
         detail: detail::ORACLE_DATA_SERVICE,

@@ -78,9 +78,9 @@ pub trait OracleStore: Send + Sync {
     /// True when [`OracleStore::oracle_page`] reads local storage and does not wait: not for
     /// another reader, not for the writer, not for the network (an SQLite file in WAL mode,
     /// whose pool opens a connection rather than wait for one, and whose readers wait only
-    /// for SQLite's brief locks of the WAL index). A page of the default size
-    /// then costs less than handing it to a blocking thread and back, and callers may read it
-    /// on their async worker. False (the default) for a store behind a network connection:
+    /// for SQLite's brief locks of the WAL index). A page of the default size then costs less
+    /// than handing it to a blocking thread and back, and callers may read it on their async
+    /// worker. False (the default) for a store behind a network connection:
     /// one slow round trip would stall every request of that worker.
     fn pages_are_local(&self) -> bool {
         false
