@@ -588,3 +588,86 @@ fn without_an_announcement_the_poll_finds_a_commit_within_a_second() {
         started.elapsed()
     );
 }
+
+/// On the database's own host, a URL whose host is the server's socket directory
+/// (percent-encoded) connects over its Unix socket, without TLS or TCP: the writer, the
+/// readers and the announcements work there as over TCP, and read the same answers.
+#[test]
+fn every_connection_works_over_the_unix_socket() {
+    let Some(db) = TestDatabase::create("every_connection_works_over_the_unix_socket") else {
+        return;
+    };
+    let socket_url = unix_socket_url(&db);
+    let mut writer = PgStore::writer(&socket_url).unwrap();
+    writer
+        .commit(&IngestBatch {
+            blocks: vec![block(1)],
+            oracle_rows: vec![suite::oracle_row("datum", (10, 1, 2), &[3])],
+            ..suite::ledger_batch(vec![suite::ledger_row("entry", 1, 1, (10, 1, 1, 0))])
+        })
+        .unwrap();
+    let over_tcp = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    let over_socket = PgStore::open_polling(&socket_url, PgConfig::default(), HOURLY).unwrap();
+    assert!(
+        over_socket.tip.wait_listening(NEVER),
+        "the store never listened"
+    );
+    over_socket.check().unwrap();
+    let local: bool = over_socket
+        .read(
+            |conn| {
+                let row = conn
+                    .client
+                    .query_one("SELECT inet_client_addr() IS NULL", &[]);
+                Ok(row.map_err(map_err)?.get(0))
+            },
+            || true,
+        )
+        .unwrap();
+    assert!(local, "the reader connected over TCP, not the socket");
+    let contents = suite::contents(&over_socket, &[1]);
+    assert_eq!(contents.0, [["entry"]]);
+    assert_eq!(contents.1, [b"datum"]);
+    assert_eq!(contents, suite::contents(&over_tcp, &[1]));
+    assert_eq!(over_socket.chain_tip().unwrap(), tip(1, 1));
+    // The next commit is announced and heard over the socket too, without a poll.
+    let version = over_socket.data_version().unwrap();
+    suite::commit(
+        &mut writer,
+        &IngestBatch {
+            blocks: vec![block(2)],
+            ..IngestBatch::default()
+        },
+    );
+    let seen = over_socket
+        .tip
+        .wait_until(NEVER, |seen, _| *seen == tip(1, 2));
+    assert_eq!(seen, tip(1, 2));
+    assert_ne!(over_socket.data_version().unwrap(), version);
+}
+
+/// The test database's URL through the server's first Unix socket directory, as its own user
+/// and port (the socket's name holds the port).
+fn unix_socket_url(db: &TestDatabase) -> String {
+    let row = db
+        .client()
+        .query_one(
+            "SELECT current_user::text, current_setting('port'), \
+             current_setting('unix_socket_directories')",
+            &[],
+        )
+        .unwrap();
+    let (user, port, directories): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    let directory = directories
+        .split(',')
+        .map(str::trim)
+        .find(|directory| directory.starts_with('/'))
+        .unwrap_or_else(|| {
+            panic!(
+                "the test server has no Unix socket directory (unix_socket_directories = \
+                 '{directories}'): the socket cannot be tested"
+            )
+        });
+    let host = percent_encoding::utf8_percent_encode(directory, percent_encoding::NON_ALPHANUMERIC);
+    format!("postgresql://{user}@{host}:{port}/{}", db.name())
+}

@@ -58,5 +58,10 @@ mod tests {
             "postgresql://ada@db/ledger?password=***&application_name=x"
         );
         assert_eq!(redact("postgres://db/ledger"), "postgres://db/ledger");
+        // A Unix socket's directory as the host, percent-encoded.
+        assert_eq!(
+            redact("postgresql://ada:s3cret@%2Fvar%2Frun%2Fpostgresql/ledger"),
+            "postgresql://ada:***@%2Fvar%2Frun%2Fpostgresql/ledger"
+        );
     }
 }
