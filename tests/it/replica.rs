@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -14,7 +15,9 @@ use std::time::Duration;
 use eventgen::GenerateConfig;
 use http_api::AppConfig;
 use ingest::IngestOptions;
+use ledger_core::{ExportFilter, TimeRange};
 use serde_json::Value;
+use storage::{ExportSink, LedgerStore};
 use storage_postgres::{PgConfig, PgStore};
 use testdb::{Programs, Standby, TestDatabase};
 
@@ -63,16 +66,14 @@ fn parts() -> Vec<Vec<u8>> {
 }
 
 fn ingest_into(url: &str, stream: &[u8]) {
+    ingest_with(url, stream, &IngestOptions::default());
+}
+
+fn ingest_with(url: &str, stream: &[u8], options: &IngestOptions<'_>) {
     // The reader runs on threads of its own, which need the stream as their own.
     let stream = stream.to_vec();
     let mut writer = PgStore::writer(url).unwrap();
-    ingest::ingest(
-        io::Cursor::new(stream),
-        &mut writer,
-        &IngestOptions::default(),
-        &mut |_| {},
-    )
-    .unwrap();
+    ingest::ingest(io::Cursor::new(stream), &mut writer, options, &mut |_| {}).unwrap();
 }
 
 fn serve(url: &str) -> Server {
@@ -266,5 +267,163 @@ fn servers_on_a_hot_standby_answer_as_the_primary_at_the_same_block() {
         "every answer was at one block: the reads did not overlap the ingest"
     );
     drop(replicas);
+    drop(standby);
+}
+
+/// A sink that runs `pause` once, on the first rows it is handed, as a client that stops
+/// reading for as long as it likes would; then takes the rest.
+struct PausingSink<F: FnMut()> {
+    csv: Vec<u8>,
+    pause: Option<F>,
+}
+
+impl<F: FnMut()> ExportSink for PausingSink<F> {
+    fn started(&mut self) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn rows(&mut self, csv_lines: &[u8], _count: u64) -> ControlFlow<()> {
+        self.csv.extend_from_slice(csv_lines);
+        if let Some(mut pause) = self.pause.take() {
+            pause();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The sessions of `database` on the standby, other than the asking one, that hold a snapshot
+/// or run a statement.
+fn busy_sessions(standby: &mut postgres::Client, database: &str) -> i64 {
+    standby
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+             AND pid <> pg_backend_pid() AND (state <> 'idle' OR backend_xmin IS NOT NULL)",
+            &[&database],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A client that stops reading an export from the standby while the primary rewrites and
+/// vacuums rows does not get its export cut: the export holds no snapshot while the client
+/// reads (issue 24). The standby here cancels a conflicting snapshot at once
+/// (`max_standby_streaming_delay = 0`, not its 30 s default), and the test shows that the
+/// primary's work does conflict: a snapshot the test holds over it is cancelled.
+#[test]
+fn a_paused_export_on_the_standby_outlives_the_primarys_vacuum() {
+    let Some(db) = TestDatabase::create("replica_paused_export") else {
+        return;
+    };
+    let Some(programs) = Programs::find("the read-replica export test") else {
+        return;
+    };
+    let parts = parts();
+    let reference = Reference::from_ndjson(&parts[0]);
+    let party = reference.largest_party();
+    // Small batches: the party's lines in several segments, so its export reads several chunks.
+    let small_batches = IngestOptions {
+        max_batch_rows: 40,
+        ..IngestOptions::default()
+    };
+    ingest_with(db.url(), &parts[0], &small_batches);
+    let segments: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM ledger_segments s JOIN parties p ON p.id = s.party \
+             WHERE p.hex = decode($1, 'hex')",
+            &[&party],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        segments >= 3,
+        "{segments} segments: the export would be one chunk"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let Some(standby) = Standby::start(&programs, db.admin_url(), dir.path()) else {
+        return;
+    };
+    let mut watcher = postgres::Client::connect(&standby.url(db.name()), postgres::NoTls).unwrap();
+    watcher
+        .batch_execute("ALTER SYSTEM SET max_standby_streaming_delay = 0")
+        .unwrap();
+    watcher.batch_execute("SELECT pg_reload_conf()").unwrap();
+    // A snapshot held over the primary's work: the control, which must be cancelled.
+    let mut holder = postgres::Client::connect(&standby.url(db.name()), postgres::NoTls).unwrap();
+    holder
+        .batch_execute(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM ledger_segments",
+        )
+        .unwrap();
+
+    // One segment a chunk: every chunk after the first is read while the client pauses.
+    let store = PgStore::open(
+        &standby.url(db.name()),
+        PgConfig {
+            export_chunk_segments: 1,
+            ..PgConfig::default()
+        },
+    )
+    .unwrap();
+    let url = db.url().to_owned();
+    let mut sink = PausingSink {
+        csv: Vec::new(),
+        pause: Some(|| {
+            // The export's sessions on the standby settle: the chunk read ahead is read and
+            // its snapshot ended. One held while the client reads never settles.
+            let mut settled = false;
+            for _ in 0..2000 {
+                // The holder is the one busy session allowed.
+                if busy_sessions(&mut watcher, db.name()) == 1 {
+                    settled = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(
+                settled,
+                "the export holds a snapshot on the standby while its client waits"
+            );
+            ingest_with(&url, &parts[1], &small_batches);
+            db.client().batch_execute("VACUUM").unwrap();
+            standby.wait_replayed(&mut db.admin(), REPLAY_TIMEOUT);
+        }),
+    };
+    let filter = ExportFilter {
+        party: party.parse().unwrap(),
+        asset: None,
+        range: TimeRange::ALL,
+    };
+    let summary = store
+        .export_ledger(&filter, &mut sink)
+        .expect("the paused export was cut");
+    assert!(sink.pause.is_none(), "the export never paused");
+
+    // The control: the primary's rewrites and vacuum did conflict with a held snapshot.
+    let control = holder.simple_query("SELECT count(*) FROM ledger_segments");
+    let cancelled = control
+        .as_ref()
+        .err()
+        .and_then(|err| err.as_db_error())
+        .is_some_and(|err| err.message().contains("conflict with recovery"))
+        || control.as_ref().is_err_and(|err| err.is_closed());
+    assert!(
+        cancelled,
+        "a snapshot held over the primary's work was not cancelled ({control:?}): the test \
+         shows nothing"
+    );
+
+    // The export is the party's at the block it started at, byte for byte.
+    let expected: String = reference
+        .entries_of(&party)
+        .map(|entry| entry.csv_line(&party))
+        .collect();
+    assert_eq!(summary.rows as usize, expected.lines().count());
+    assert!(
+        sink.csv == expected.as_bytes(),
+        "the paused export is not the export at its first block"
+    );
+    drop(store);
     drop(standby);
 }
