@@ -173,7 +173,7 @@ fn migrate_makes_the_partitions_asked_for_once() {
     let (success, text) = migrate("5");
     assert!(success, "{text}");
     assert!(
-        text.contains("schema migrated from version 0 to 9"),
+        text.contains("schema migrated from version 0 to 10"),
         "{text}"
     );
     assert_eq!(partitions(&db), 5);

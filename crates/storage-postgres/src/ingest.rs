@@ -14,8 +14,8 @@ use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
 use postgres::{Client, GenericClient, Transaction};
 
-use super::map_err;
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
+use super::{map_err, schema};
 use storage::Damage;
 use storage::segment::{self, Line};
 use storage::tip;
@@ -35,6 +35,9 @@ pub struct PgWriter {
     /// The highest stored block height (`i64::MIN`: none), once read; forgotten when a
     /// transaction fails.
     highest: Option<i64>,
+    /// The partitions of `blocks` known to exist, by first height; forgotten when a
+    /// transaction fails (an operator may have detached one meanwhile).
+    block_partitions: HashSet<i64>,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -156,12 +159,31 @@ impl PgWriter {
             oracle: segments::Statements::prepare(&mut client, &ORACLE)?,
             client,
             highest: None,
+            block_partitions: HashSet::new(),
             dictionaries: Dictionaries::default(),
         })
     }
 
+    /// Makes the partitions of `blocks` the batch's blocks need before its transaction, each
+    /// in a short one of its own: making one locks `blocks` against its readers for as long
+    /// as its transaction lasts.
+    fn partition_blocks(&mut self, blocks: &[BlockRow]) -> Result<(), Error> {
+        let needed: Vec<i64> = blocks
+            .iter()
+            .map(|block| schema::block_partition(block.0))
+            .filter(|first| !self.block_partitions.contains(first))
+            .collect();
+        if needed.is_empty() {
+            return Ok(());
+        }
+        schema::ensure_block_partitions(&mut self.client, needed.iter().copied())?;
+        self.block_partitions.extend(needed);
+        Ok(())
+    }
+
     fn write(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         let blocks = merged_blocks(&batch.blocks)?;
+        self.partition_blocks(&blocks)?;
         let mut tx = self.client.transaction().map_err(map_err)?;
         let dictionaries = &mut self.dictionaries;
         resolve(
@@ -316,6 +338,7 @@ impl IngestWriter for PgWriter {
         storage::backend::commit_whole(self, batch, Self::write, |writer| {
             writer.dictionaries = Dictionaries::default();
             writer.highest = None;
+            writer.block_partitions.clear();
             writer.ledger.forget();
             writer.oracle.forget();
         })

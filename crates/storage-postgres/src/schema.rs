@@ -229,7 +229,97 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: "",
         then: Some(replace_checksums),
     },
+    // 10 (PostgreSQL only): `blocks`, the table that grows with the chain whatever its parties,
+    // range-partitioned by height, [`BLOCKS_PER_PARTITION`] heights a partition
+    // (`blocks_from_<first height>`), its rows moved by `range_blocks`. The writer makes each
+    // partition when a batch first reaches it (`ensure_block_partitions`); an operator may
+    // detach and archive the oldest ones, which only the writer's resume and duplicate checks
+    // read near the tip, never an answer.
+    Migration {
+        sql: "
+        ALTER TABLE blocks RENAME TO blocks_unpartitioned;
+        ALTER INDEX blocks_pkey RENAME TO blocks_unpartitioned_pkey;
+        CREATE TABLE blocks (
+            height bigint NOT NULL,
+            vega_time bigint,
+            last_seq bigint NOT NULL,
+            seq_base bigint NOT NULL DEFAULT 0,
+            hash text,
+            PRIMARY KEY (height, seq_base)
+        ) PARTITION BY RANGE (height);
+        ",
+        then: Some(range_blocks),
+    },
 ];
+
+/// Heights in one partition of `blocks` (migration 10): at Vega's block time of about a second,
+/// four months of a chain, about a gigabyte of rows and index.
+pub const BLOCKS_PER_PARTITION: i64 = 10_000_000;
+
+/// Migration 10's step: the partitions of `blocks` that its stored heights need, then its rows
+/// moved across from the old table, which is dropped.
+fn range_blocks(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
+    let heights: Vec<i64> = tx
+        .query(
+            "SELECT DISTINCT height / $1 FROM blocks_unpartitioned",
+            &[&BLOCKS_PER_PARTITION],
+        )
+        .map_err(map_err)?
+        .iter()
+        .map(|row| row.get::<_, i64>(0) * BLOCKS_PER_PARTITION)
+        .collect();
+    ensure_block_partitions(tx, heights)?;
+    tx.batch_execute(
+        "INSERT INTO blocks (height, vega_time, last_seq, seq_base, hash) \
+         SELECT height, vega_time, last_seq, seq_base, hash FROM blocks_unpartitioned; \
+         DROP TABLE blocks_unpartitioned",
+    )
+    .map_err(map_err)
+}
+
+/// The first height of the partition of `blocks` that holds `height`.
+pub(super) fn block_partition(height: i64) -> i64 {
+    height - height.rem_euclid(BLOCKS_PER_PARTITION)
+}
+
+/// Makes the partitions of `blocks` that hold `heights`, where missing: `blocks_from_<first>`
+/// for the heights `first..first + BLOCKS_PER_PARTITION` (to the largest height for the last
+/// one), each in a statement of its own. A table of that name that is not a partition of
+/// `blocks` (one detached for archiving and kept) is an error naming it. Returns the first
+/// heights of the partitions it made.
+pub(super) fn ensure_block_partitions(
+    client: &mut impl postgres::GenericClient,
+    heights: impl IntoIterator<Item = i64>,
+) -> Result<Vec<i64>, Error> {
+    let mut firsts: Vec<i64> = heights.into_iter().map(block_partition).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    let mut made = Vec::new();
+    for first in firsts {
+        let name = format!("blocks_from_{first}");
+        let exists: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+                 WHERE i.inhparent = 'blocks'::regclass AND c.relname = $1)",
+                &[&name],
+            )
+            .map_err(map_err)?
+            .get(0);
+        if exists {
+            continue;
+        }
+        let end = first
+            .checked_add(BLOCKS_PER_PARTITION)
+            .map_or_else(|| "MAXVALUE".to_owned(), |end| end.to_string());
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {name} PARTITION OF blocks FOR VALUES FROM ({first}) TO ({end})"
+            ))
+            .map_err(map_err)?;
+        made.push(first);
+    }
+    Ok(made)
+}
 
 /// The schema version from which the tables of segments are partitioned (migration 8).
 const PARTITIONED: u32 = 8;

@@ -272,9 +272,43 @@ fn a_database_of_schema_7_is_partitioned_as_asked_keeping_every_segment() {
     };
     let before = segments(&db);
     assert!(before.iter().all(|rows| rows.len() > 1000), "{before:?}");
+    let blocks_before = blocks(&db);
     let migrated = PgStore::migrate_with(db.url(), Some(3)).unwrap();
-    assert_eq!((migrated.from, migrated.to), (7, 9));
+    assert_eq!((migrated.from, migrated.to), (7, MIGRATIONS.len() as u32));
     assert_eq!(partitions(&db), [3, 3]);
     assert!(segments(&db) == before, "a segment changed");
+    // Migration 10 moved every block into the range partitions of its heights.
+    assert!(blocks(&db) == blocks_before, "a block changed");
+    assert_eq!(
+        block_partitions(&db),
+        ["blocks_from_0"],
+        "the fixture's heights are all under the first partition's end"
+    );
     check_migrated(&db, "format4.answers");
+}
+
+/// Every stored block as text, in key order.
+fn blocks(db: &TestDatabase) -> String {
+    db.client()
+        .query_one(
+            "SELECT count(*)::text || ': ' || string_agg(to_jsonb(b)::text, ' ' \
+             ORDER BY height, seq_base) FROM blocks b",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// The names of the partitions of `blocks`, sorted.
+pub(super) fn block_partitions(db: &TestDatabase) -> Vec<String> {
+    db.client()
+        .query(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent = 'blocks'::regclass ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
 }

@@ -1,12 +1,13 @@
 //! Migration 8: the tables of segments hash-partitioned by owner, into as many partitions as
 //! the operator asked for once (`server migrate --partitions N`), or [`DEFAULT_PARTITIONS`].
 
-use super::{TestDatabase, incompatible, tables};
-use crate::schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
+use super::fixtures::block_partitions;
+use super::{NEVER, TestDatabase, incompatible, tables};
+use crate::schema::{BLOCKS_PER_PARTITION, DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
 use crate::segments::{LEDGER, ORACLE};
 use crate::{PgConfig, PgStore};
 use oracle_core::PaginationParams;
-use storage::{Health as _, IngestBatch, suite};
+use storage::{Health as _, IngestBatch, IngestWriter as _, suite};
 
 /// How many partitions each table of segments has, ledger's then oracle data's.
 pub(super) fn partitions(db: &TestDatabase) -> [i64; 2] {
@@ -159,4 +160,89 @@ fn every_partition_is_vacuumed_early_and_keeps_it() {
 /// The transaction that last wrote each partition's catalog row (`pg_class.xmin`), sorted.
 fn catalog_versions(db: &TestDatabase) -> Vec<String> {
     per_partition(db, "c.relname || ' ' || c.xmin::text", "")
+}
+
+/// A batch of blocks at `heights`, each with one ledger line of party 1 labelled by its height.
+fn blocks_at(heights: &[u64]) -> IngestBatch {
+    IngestBatch {
+        blocks: heights.iter().map(|height| super::block(*height)).collect(),
+        ..suite::ledger_batch(
+            heights
+                .iter()
+                .map(|height| {
+                    let time = *height as i64 * 10;
+                    suite::ledger_row(&height.to_string(), 1, 1, (time, *height, 1, 0))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A new database whose writer stored the blocks just before and at the first partition's end
+/// (no partition of `blocks` before them).
+fn across_a_boundary(test: &str) -> Option<(TestDatabase, crate::PgWriter)> {
+    let db = TestDatabase::create(test)?;
+    let per = BLOCKS_PER_PARTITION as u64;
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    assert_eq!(block_partitions(&db), Vec::<String>::new());
+    suite::commit(&mut writer, &blocks_at(&[per - 1, per]));
+    Some((db, writer))
+}
+
+/// Migration 10: `blocks` is range-partitioned by height, and the writer makes each partition
+/// when a batch first reaches it, whichever writer that is.
+#[test]
+fn blocks_are_range_partitioned_as_batches_reach_new_heights() {
+    let Some((db, mut writer)) = across_a_boundary("blocks_are_range_partitioned") else {
+        return;
+    };
+    let per = BLOCKS_PER_PARTITION as u64;
+    let first_two = ["blocks_from_0".to_owned(), format!("blocks_from_{per}")];
+    assert_eq!(block_partitions(&db), first_two);
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    assert_eq!(store.chain_tip().unwrap(), super::tip(per - 1, per));
+    assert_eq!(writer.blocks(per).unwrap().len(), 1);
+    // A batch within the known partitions makes none; a new writer finds the stored ones.
+    suite::commit(&mut writer, &blocks_at(&[per + 1]));
+    assert_eq!(block_partitions(&db), first_two);
+    drop(writer);
+    let mut writer = PgStore::writer(db.url()).unwrap();
+    suite::commit(&mut writer, &blocks_at(&[per + 2, 2 * per]));
+    let mut all_three = first_two.to_vec();
+    all_three.push(format!("blocks_from_{}", 2 * per));
+    assert_eq!(block_partitions(&db), all_three);
+    let wanted = super::tip(per - 1, 2 * per);
+    assert_eq!(
+        store.tip.wait_until(NEVER, |seen, _| *seen == wanted),
+        wanted
+    );
+}
+
+/// An operator archives the oldest heights by detaching their partition: no answer changes but
+/// the chain's first height, and the ingest goes on.
+#[test]
+fn the_oldest_block_partition_can_be_detached_and_archived() {
+    let Some((db, mut writer)) = across_a_boundary("the_oldest_block_partition_can_be_detached")
+    else {
+        return;
+    };
+    let per = BLOCKS_PER_PARTITION as u64;
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    let export = |store: &PgStore| suite::export(store, &suite::filter(1, None, None, None)).0;
+    let before = export(&store);
+    assert_eq!(before, [(per - 1).to_string(), per.to_string()]);
+    db.client()
+        .batch_execute("ALTER TABLE blocks DETACH PARTITION blocks_from_0")
+        .unwrap();
+    assert_eq!(block_partitions(&db), [format!("blocks_from_{per}")]);
+    store.check().unwrap();
+    assert_eq!(export(&store), before);
+    suite::commit(&mut writer, &blocks_at(&[per + 1]));
+    // The next commit's announcement brings the tip read again, from the partitions left.
+    let wanted = super::tip(per, per + 1);
+    assert_eq!(
+        store.tip.wait_until(NEVER, |seen, _| *seen == wanted),
+        wanted
+    );
+    assert_eq!(export(&store).len(), 3);
 }
