@@ -48,7 +48,7 @@ use std::time::Duration;
 use postgres::{Client, Config, GenericClient, Statement};
 
 pub use ingest::PgWriter;
-pub use schema::{DEFAULT_PARTITIONS, MAX_PARTITIONS};
+pub use schema::{BLOCKS_PER_PARTITION, DEFAULT_PARTITIONS, MAX_PARTITIONS};
 use storage::backend::Migrated;
 use storage::segment::{self, SegmentRef};
 use storage::{

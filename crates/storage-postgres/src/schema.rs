@@ -283,18 +283,16 @@ pub(super) fn block_partition(height: i64) -> i64 {
 }
 
 /// Makes the partitions of `blocks` that hold `heights`, where missing: `blocks_from_<first>`
-/// for the heights `first..first + BLOCKS_PER_PARTITION` (to the largest height for the last
-/// one), each in a statement of its own. A table of that name that is not a partition of
-/// `blocks` (one detached for archiving and kept) is an error naming it. Returns the first
-/// heights of the partitions it made.
+/// for the heights `first..first + BLOCKS_PER_PARTITION` (to `MAXVALUE` where that bound would
+/// pass the largest height), each in a statement of its own. A table of that name that is not
+/// a partition of `blocks` (one detached for archiving and kept) makes it fail, naming it.
 pub(super) fn ensure_block_partitions(
     client: &mut impl postgres::GenericClient,
     heights: impl IntoIterator<Item = i64>,
-) -> Result<Vec<i64>, Error> {
+) -> Result<(), Error> {
     let mut firsts: Vec<i64> = heights.into_iter().map(block_partition).collect();
     firsts.sort_unstable();
     firsts.dedup();
-    let mut made = Vec::new();
     for first in firsts {
         let name = format!("blocks_from_{first}");
         let exists: bool = client
@@ -316,9 +314,8 @@ pub(super) fn ensure_block_partitions(
                 "CREATE TABLE {name} PARTITION OF blocks FOR VALUES FROM ({first}) TO ({end})"
             ))
             .map_err(map_err)?;
-        made.push(first);
     }
-    Ok(made)
+    Ok(())
 }
 
 /// The schema version from which the tables of segments are partitioned (migration 8).
