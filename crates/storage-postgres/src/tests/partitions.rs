@@ -222,8 +222,7 @@ fn blocks_are_range_partitioned_as_batches_reach_new_heights() {
 /// the chain's first height, and the ingest goes on.
 #[test]
 fn the_oldest_block_partition_can_be_detached_and_archived() {
-    let Some((db, mut writer)) = across_a_boundary("the_oldest_block_partition_can_be_detached")
-    else {
+    let Some((db, writer)) = across_a_boundary("the_oldest_block_partition_can_be_detached") else {
         return;
     };
     let per = BLOCKS_PER_PARTITION as u64;
