@@ -4,7 +4,7 @@
 //! them. Migrations and refusals are tested on them, not on schemas rebuilt from today's
 //! migration list.
 
-use super::partitions::partitions;
+use super::partitions::{block_partitions, partitions};
 use super::{CREATED_BY, TestDatabase, refused_by_every_opener};
 use crate::schema::MIGRATIONS;
 use crate::segments::{LEDGER, ORACLE, Table};
@@ -297,18 +297,4 @@ fn blocks(db: &TestDatabase) -> String {
         )
         .unwrap()
         .get(0)
-}
-
-/// The names of the partitions of `blocks`, sorted.
-pub(super) fn block_partitions(db: &TestDatabase) -> Vec<String> {
-    db.client()
-        .query(
-            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-             WHERE i.inhparent = 'blocks'::regclass ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
 }

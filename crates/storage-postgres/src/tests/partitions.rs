@@ -1,7 +1,7 @@
 //! Migration 8: the tables of segments hash-partitioned by owner, into as many partitions as
 //! the operator asked for once (`server migrate --partitions N`), or [`DEFAULT_PARTITIONS`].
+//! Migration 10: `blocks` range-partitioned by height, its partitions made by the writer.
 
-use super::fixtures::block_partitions;
 use super::{NEVER, TestDatabase, incompatible, tables};
 use crate::schema::{BLOCKS_PER_PARTITION, DEFAULT_PARTITIONS, MAX_PARTITIONS, MIGRATIONS};
 use crate::segments::{LEDGER, ORACLE};
@@ -10,16 +10,27 @@ use oracle_core::PaginationParams;
 use storage::{Health as _, IngestBatch, IngestWriter as _, suite};
 
 /// How many partitions each table of segments has, ledger's then oracle data's.
-pub(super) fn partitions(db: &TestDatabase) -> [i64; 2] {
-    [LEDGER.name, ORACLE.name].map(|table| {
-        db.client()
-            .query_one(
-                "SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass($1)",
-                &[&table],
-            )
-            .unwrap()
-            .get(0)
-    })
+pub(super) fn partitions(db: &TestDatabase) -> [usize; 2] {
+    [LEDGER.name, ORACLE.name].map(|table| partition_names(db, table).len())
+}
+
+/// The names of the partitions of `blocks`, sorted.
+pub(super) fn block_partitions(db: &TestDatabase) -> Vec<String> {
+    partition_names(db, "blocks")
+}
+
+/// The names of the partitions of `table`, sorted.
+fn partition_names(db: &TestDatabase, table: &str) -> Vec<String> {
+    db.client()
+        .query(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent = to_regclass($1) ORDER BY 1",
+            &[&table],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
 }
 
 #[test]
@@ -28,7 +39,7 @@ fn a_new_database_gets_the_default_count_of_partitions() {
         return;
     };
     PgStore::writer(db.url()).unwrap();
-    let default = i64::from(DEFAULT_PARTITIONS);
+    let default = DEFAULT_PARTITIONS as usize;
     assert_eq!(partitions(&db), [default, default]);
 }
 
