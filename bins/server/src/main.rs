@@ -10,6 +10,7 @@ mod config;
 mod generate;
 mod ingest;
 mod logging;
+mod memory;
 mod serve;
 mod signals;
 
@@ -145,6 +146,7 @@ fn main() -> ExitCode {
     };
     let cli = parsed.cli;
     logging::init(cli.log_format);
+    memory::no_huge_pages();
     let result = match cli.command {
         None => serve::serve(cli.serve),
         Some(Command::Serve(args)) => serve::serve(args),
