@@ -136,15 +136,19 @@ fn drop_stale(admin: &mut Client) {
     };
     for row in rows {
         let name: String = row.get(0);
-        let pid = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('_').next())
-            .and_then(|pid| pid.parse::<u32>().ok());
-        let alive = pid.is_none_or(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
-        if !alive {
+        if owner_gone(&name, PREFIX) {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
         }
     }
+}
+
+/// Whether `name` (`prefix`, a process id, `_`, the rest) was made by a test process that no
+/// longer runs; false for a name without a process id.
+fn owner_gone(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .and_then(|rest| rest.split('_').next())
+        .and_then(|pid| pid.parse::<u32>().ok())
+        .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// `url` with its database (the path) replaced by `name`, parameters kept.

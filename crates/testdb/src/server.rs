@@ -7,6 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
@@ -132,6 +133,95 @@ pub struct Standby {
     programs: Programs,
     data: PathBuf,
     port: u16,
+    /// Held for its drop, declared last: dropped once the standby has stopped.
+    _slot: Slot,
+}
+
+/// The prefix of the replication slots the standbys stream through, followed by the test
+/// process's id and a counter.
+const SLOT_PREFIX: &str = "datanode_test_standby_";
+
+/// A physical replication slot of the test server, reserving its WAL for one standby from
+/// before its base backup begins to after it stops; dropped when dropped.
+///
+/// Without it, a base backup's WAL stream raced the other tests: each database they create or
+/// drop takes an immediate checkpoint, which removed WAL (`wal_keep_size` is 0) or ended the
+/// stream ("terminating process … to release replication slot") before pg_basebackup's own
+/// temporary slot held it, and the copy failed ("requested WAL segment … has already been
+/// removed") about one run of the `it` suite in two.
+#[derive(Debug)]
+struct Slot {
+    admin_url: String,
+    name: String,
+}
+
+impl Slot {
+    /// Creates a slot that reserves WAL at once, after dropping those of test processes that
+    /// no longer run.
+    fn reserve(admin_url: &str) -> Slot {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let mut admin = Client::connect(admin_url, NoTls).expect("the test server");
+        drop_stale_slots(&mut admin);
+        let name = format!(
+            "{SLOT_PREFIX}{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        admin
+            .execute(
+                "SELECT pg_create_physical_replication_slot($1, true)",
+                &[&name],
+            )
+            .expect("a replication slot on the test server");
+        Slot {
+            admin_url: admin_url.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for Slot {
+    /// The standby has stopped, but its WAL sender may not have ended yet: it is ended, and
+    /// the drop tried again until the slot is free (a slot left behind is dropped by the next
+    /// test process, its owner being gone).
+    fn drop(&mut self) {
+        let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let _ = admin.execute(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+                 WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                &[&self.name],
+            );
+            if admin
+                .execute("SELECT pg_drop_replication_slot($1)", &[&self.name])
+                .is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Drops the standbys' slots of test processes that no longer run, which would otherwise hold
+/// the test server's WAL forever.
+fn drop_stale_slots(admin: &mut Client) {
+    let Ok(rows) = admin.query(
+        "SELECT slot_name::text FROM pg_replication_slots \
+         WHERE slot_name LIKE 'datanode\\_test\\_standby\\_%' AND NOT active",
+        &[],
+    ) else {
+        return;
+    };
+    for row in rows {
+        let name: String = row.get(0);
+        if crate::owner_gone(&name, SLOT_PREFIX) {
+            let _ = admin.execute("SELECT pg_drop_replication_slot($1)", &[&name]);
+        }
+    }
 }
 
 impl Standby {
@@ -147,12 +237,14 @@ impl Standby {
     pub fn start(programs: &Programs, admin_url: &str, dir: &Path) -> Option<Standby> {
         programs.own(dir);
         let data = dir.join("data");
+        let slot = Slot::reserve(admin_url);
         let backup = programs
             .command("pg_basebackup")
             .arg("--dbname")
             .arg(admin_url)
             .arg("--pgdata")
             .arg(&data)
+            .arg(format!("--slot={}", slot.name))
             .args(["--write-recovery-conf", "--wal-method=stream"])
             .args(["--checkpoint=fast", "--no-sync"])
             .output()
@@ -189,6 +281,7 @@ impl Standby {
             programs: programs.clone(),
             data,
             port: free_port(),
+            _slot: slot,
         };
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
