@@ -130,6 +130,9 @@ pub struct Engine<O> {
     /// The bytes of new segments after which [`Engine::store`] writes what it has so far:
     /// [`WRITE_BYTES`].
     write_bytes: usize,
+    /// The most owners of a batch whose stored segments one [`SegmentTable::touched`] reads
+    /// back: [`READ_OWNERS`].
+    read_owners: usize,
 }
 
 /// How many bytes of new segments a batch holds in memory before it writes them: whatever its
@@ -137,6 +140,15 @@ pub struct Engine<O> {
 /// one owner's new segments, which are built whole). Large enough that a write is few
 /// statements (PostgreSQL sends each as one round trip).
 const WRITE_BYTES: usize = 8 << 20;
+
+/// How many owners of a batch [`Engine::store`] lays at a time, reading back the stored
+/// segments of those it does not remember in one [`SegmentTable::touched`]: the runs read back
+/// (up to [`SMALL_TAIL_BYTES`](super::SMALL_TAIL_BYTES) each) are then held for a group, not for
+/// the whole batch. Without the groups, a batch touching more parties than the remembered runs
+/// hold ([`TAILS_BYTES`](super::TAILS_BYTES)) read all the others' runs at once: the ingest's
+/// peak grew with the parties past that bound (a fifth more memory at 32× than at 16×,
+/// docs/PERFORMANCE.md).
+const READ_OWNERS: usize = 512;
 
 /// Deletes `doomed`, then inserts `fresh` (a merge may write a segment at the key of one it
 /// replaces), and empties both.
@@ -173,6 +185,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             packing,
             tails: Tails::default(),
             write_bytes: WRITE_BYTES,
+            read_owners: READ_OWNERS,
         }
     }
 
@@ -198,65 +211,67 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         lines.sort_by_key(|(owner, line)| (*owner, line.key));
         lines.dedup_by(|line, previous| (line.0, line.1.key) == (previous.0, previous.1.key));
         let owners: Vec<&[(O, Line<'_>)]> = lines.chunk_by(|a, b| a.0 == b.0).collect();
-        // Owners that only append to a run this writer knows need no reading back.
-        let mut known = HashMap::new();
-        let mut asks = Vec::new();
-        for owner_lines in &owners {
-            let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-            match self.tails.take(owner, first) {
-                Some(run) => {
-                    known.insert(owner, run);
-                }
-                None => asks.push(Ask {
-                    owner,
-                    first,
-                    last_time: owner_lines[owner_lines.len() - 1].1.key.0,
-                }),
-            }
-        }
-        let Touched {
-            mut stored,
-            last_keys,
-        } = if asks.is_empty() {
-            Touched::default()
-        } else {
-            table.touched(&asks, self.packing)?
-        };
         // Written every `write_bytes` or so, owner by owner, so that a batch's new segments are
         // not all held at once.
         let (mut doomed, mut fresh, mut fresh_bytes) = (Vec::new(), Vec::new(), 0);
-        for owner_lines in owners {
-            let owner = owner_lines[0].0;
-            let mut segments = match known.remove(&owner) {
-                Some(run) => run,
-                None => stored.remove(&owner).unwrap_or_default(),
-            };
-            segments.sort_unstable_by_key(|(key, _)| *key);
-            // Not when the lines fall in a gap before a stored segment: none is among them, but
-            // the owner's segments do not end before them.
-            let first = owner_lines[0].1.key;
-            let appends = segments.last().is_none_or(|(last, _)| *last < first)
-                && last_keys.get(&owner).is_none_or(|last| *last < first);
-            let rewrite = if appends {
-                self.append(segments, owner_lines)?
-            } else {
-                match self.merge(owner, segments, owner_lines, &mut kept)? {
-                    Some(rewrite) => rewrite,
-                    None => continue,
-                }
-            };
-            if let Some(run) = rewrite.run {
-                let last = rewrite.fresh.last().and_then(Segment::last_key);
-                if let Some(last) = last {
-                    self.tails.remember(owner, last, run);
+        for group in owners.chunks(self.read_owners.max(1)) {
+            // Owners that only append to a run this writer knows need no reading back.
+            let mut known = HashMap::new();
+            let mut asks = Vec::new();
+            for owner_lines in group {
+                let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
+                match self.tails.take(owner, first) {
+                    Some(run) => {
+                        known.insert(owner, run);
+                    }
+                    None => asks.push(Ask {
+                        owner,
+                        first,
+                        last_time: owner_lines[owner_lines.len() - 1].1.key.0,
+                    }),
                 }
             }
-            doomed.extend(rewrite.doomed.into_iter().map(|key| (owner, key)));
-            fresh_bytes += rewrite.fresh.iter().map(Segment::bytes).sum::<usize>();
-            fresh.extend(rewrite.fresh.into_iter().map(|segment| (owner, segment)));
-            if fresh_bytes >= self.write_bytes {
-                write(table, &mut doomed, &mut fresh)?;
-                fresh_bytes = 0;
+            let Touched {
+                mut stored,
+                last_keys,
+            } = if asks.is_empty() {
+                Touched::default()
+            } else {
+                table.touched(&asks, self.packing)?
+            };
+            for owner_lines in group {
+                let owner = owner_lines[0].0;
+                let mut segments = match known.remove(&owner) {
+                    Some(run) => run,
+                    None => stored.remove(&owner).unwrap_or_default(),
+                };
+                segments.sort_unstable_by_key(|(key, _)| *key);
+                // Not when the lines fall in a gap before a stored segment: none is among them, but
+                // the owner's segments do not end before them.
+                let first = owner_lines[0].1.key;
+                let appends = segments.last().is_none_or(|(last, _)| *last < first)
+                    && last_keys.get(&owner).is_none_or(|last| *last < first);
+                let rewrite = if appends {
+                    self.append(segments, owner_lines)?
+                } else {
+                    match self.merge(owner, segments, owner_lines, &mut kept)? {
+                        Some(rewrite) => rewrite,
+                        None => continue,
+                    }
+                };
+                if let Some(run) = rewrite.run {
+                    let last = rewrite.fresh.last().and_then(Segment::last_key);
+                    if let Some(last) = last {
+                        self.tails.remember(owner, last, run);
+                    }
+                }
+                doomed.extend(rewrite.doomed.into_iter().map(|key| (owner, key)));
+                fresh_bytes += rewrite.fresh.iter().map(Segment::bytes).sum::<usize>();
+                fresh.extend(rewrite.fresh.into_iter().map(|segment| (owner, segment)));
+                if fresh_bytes >= self.write_bytes {
+                    write(table, &mut doomed, &mut fresh)?;
+                    fresh_bytes = 0;
+                }
             }
         }
         write(table, &mut doomed, &mut fresh)?;
@@ -657,6 +672,33 @@ mod tests {
         assert_eq!(piecewise.segments, whole.segments);
         for owner in 1..=4 {
             assert_eq!(piecewise.lines(owner).len(), 5);
+        }
+    }
+
+    #[test]
+    fn a_batch_reads_back_a_group_of_owners_at_a_time() {
+        let lines = |key: LineKey| (1..=5).map(move |owner| (owner, key, "line\n"));
+        let mut runs = Vec::new();
+        for read_owners in [2, READ_OWNERS] {
+            let mut table = Memory::default();
+            for time in [1, 2, 4] {
+                let batch: Vec<_> = lines(at(time)).collect();
+                store(&mut Engine::new(PACKING), &mut table, &batch);
+            }
+            // A writer that remembers no run reads every owner's back: an append to the run
+            // and lines among the stored ones alike.
+            let mut engine = Engine::new(PACKING);
+            engine.read_owners = read_owners;
+            let calls = table.touched_calls;
+            let batch: Vec<_> = lines(at(3)).chain(lines(at(5))).collect();
+            store(&mut engine, &mut table, &batch);
+            runs.push((table.touched_calls - calls, table));
+        }
+        let [(grouped_calls, grouped), (whole_calls, whole)] = <[_; 2]>::try_from(runs).unwrap();
+        assert_eq!((grouped_calls, whole_calls), (3, 1));
+        assert_eq!(grouped.segments, whole.segments);
+        for owner in 1..=5 {
+            assert_eq!(grouped.lines(owner).len(), 5);
         }
     }
 
