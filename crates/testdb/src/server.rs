@@ -181,28 +181,20 @@ impl Slot {
 }
 
 impl Drop for Slot {
-    /// The standby has stopped, but its WAL sender may not have ended yet: it is ended, and
-    /// the drop tried again until the slot is free (a slot left behind is dropped by the next
-    /// test process, its owner being gone).
+    /// The standby has stopped, but its WAL sender may not have ended yet: it is ended, waiting
+    /// up to 10 s for it to be gone (`pg_terminate_backend` with a timeout), and the slot,
+    /// then free, dropped. A slot left behind is dropped by the next test process, its owner
+    /// being gone.
     fn drop(&mut self) {
         let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) else {
             return;
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            let _ = admin.execute(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
-                 WHERE slot_name = $1 AND active_pid IS NOT NULL",
-                &[&self.name],
-            );
-            if admin
-                .execute("SELECT pg_drop_replication_slot($1)", &[&self.name])
-                .is_ok()
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let _ = admin.execute(
+            "SELECT pg_terminate_backend(active_pid, 10000) FROM pg_replication_slots \
+             WHERE slot_name = $1 AND active_pid IS NOT NULL",
+            &[&self.name],
+        );
+        let _ = admin.execute("SELECT pg_drop_replication_slot($1)", &[&self.name]);
     }
 }
 

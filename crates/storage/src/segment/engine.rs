@@ -214,31 +214,14 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         // Written every `write_bytes` or so, owner by owner, so that a batch's new segments are
         // not all held at once.
         let (mut doomed, mut fresh, mut fresh_bytes) = (Vec::new(), Vec::new(), 0);
-        for group in owners.chunks(self.read_owners.max(1)) {
-            // Owners that only append to a run this writer knows need no reading back.
-            let mut known = HashMap::new();
-            let mut asks = Vec::new();
-            for owner_lines in group {
-                let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-                match self.tails.take(owner, first) {
-                    Some(run) => {
-                        known.insert(owner, run);
-                    }
-                    None => asks.push(Ask {
-                        owner,
-                        first,
-                        last_time: owner_lines[owner_lines.len() - 1].1.key.0,
-                    }),
-                }
-            }
-            let Touched {
-                mut stored,
-                last_keys,
-            } = if asks.is_empty() {
-                Touched::default()
-            } else {
-                table.touched(&asks, self.packing)?
-            };
+        for group in owners.chunks(self.read_owners) {
+            let (
+                mut known,
+                Touched {
+                    mut stored,
+                    last_keys,
+                },
+            ) = self.read_back(table, group)?;
             for owner_lines in group {
                 let owner = owner_lines[0].0;
                 let mut segments = match known.remove(&owner) {
@@ -276,6 +259,37 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         }
         write(table, &mut doomed, &mut fresh)?;
         Ok(kept)
+    }
+
+    /// For a group of a batch's owners (each its lines, in key order): the runs this writer
+    /// remembers of those that only append to them, taken from its memory, and what `table`
+    /// holds of the others, read in one [`SegmentTable::touched`] (none when all are known).
+    fn read_back<T: SegmentTable<Owner = O>>(
+        &mut self,
+        table: &mut T,
+        group: &[&[(O, Line<'_>)]],
+    ) -> Result<(HashMap<O, Run>, Touched<O>), Error> {
+        let mut known = HashMap::new();
+        let mut asks = Vec::new();
+        for owner_lines in group {
+            let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
+            match self.tails.take(owner, first) {
+                Some(run) => {
+                    known.insert(owner, run);
+                }
+                None => asks.push(Ask {
+                    owner,
+                    first,
+                    last_time: owner_lines[owner_lines.len() - 1].1.key.0,
+                }),
+            }
+        }
+        let read = if asks.is_empty() {
+            Touched::default()
+        } else {
+            table.touched(&asks, self.packing)?
+        };
+        Ok((known, read))
     }
 
     /// Lines that all come after the owner's stored ones, `run` its run: a segment of their own
