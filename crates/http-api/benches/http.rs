@@ -68,12 +68,13 @@ impl LedgerStore for MemoryStore {
 }
 
 impl OracleStore for MemoryStore {
-    fn oracle_page(
+    fn oracle_pages(
         &self,
         _spec: Option<&OracleSpecId>,
         request: &PageRequest,
+        ahead: usize,
     ) -> Result<OraclePage, storage::Error> {
-        let scan = request.main_scan();
+        let scan = request.read_ahead_scan(ahead);
         let rows = (0..scan.limit as u64)
             .map(|n| {
                 let position = Position {
@@ -84,7 +85,7 @@ impl OracleStore for MemoryStore {
                 (position, self.node.clone())
             })
             .collect();
-        Ok(OraclePage::assemble(request, rows, false))
+        Ok(OraclePage::assemble(request, rows, false, ahead))
     }
 }
 

@@ -147,10 +147,11 @@ impl LedgerStore for FakeStore {
 }
 
 impl OracleStore for FakeStore {
-    fn oracle_page(
+    fn oracle_pages(
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
+        ahead: usize,
     ) -> Result<OraclePage, Error> {
         self.page_reads.fetch_add(1, Ordering::SeqCst);
         (self.read_threads.lock().unwrap()).push(std::thread::current().id());
@@ -179,7 +180,7 @@ impl OracleStore for FakeStore {
             })
             .collect::<Vec<_>>();
         // The main scan as a store runs it, so that `assemble` gets what it asked for.
-        let scan = request.main_scan();
+        let scan = request.read_ahead_scan(ahead);
         let mut rows: Vec<_> = rows
             .into_iter()
             .filter(|(position, _)| match scan.after {
@@ -197,7 +198,7 @@ impl OracleStore for FakeStore {
             taken.send(()).unwrap();
             resume.blocking_recv().unwrap();
         }
-        Ok(OraclePage::assemble(request, rows, false))
+        Ok(OraclePage::assemble(request, rows, false, ahead))
     }
 
     fn data_version(&self) -> Result<Option<u64>, Error> {

@@ -207,6 +207,64 @@ impl PageRequest {
         }
     }
 
+    /// [`main_scan`](Self::main_scan) reading on for `ahead` more pages of a walk: with their
+    /// rows, [`assemble_ahead`](Self::assemble_ahead) also builds the `ahead` pages a client
+    /// walking on from this one asks for next, from the same read. `ahead` 0 is the main scan.
+    pub fn read_ahead_scan(&self, ahead: usize) -> Scan {
+        let mut scan = self.main_scan();
+        scan.limit += ahead.saturating_mul(self.usize_page_size());
+        scan
+    }
+
+    /// The request a client walking on from a page of this request asks for next: the same
+    /// page size and order, anchored at `position`, the page's last row in scan order (its
+    /// `endCursor` in first mode, its `startCursor` in last mode).
+    pub fn continued_at(&self, position: Position) -> PageRequest {
+        PageRequest {
+            anchor: Some(position),
+            ..*self
+        }
+    }
+
+    /// [`assemble`](Self::assemble) from the rows of
+    /// [`read_ahead_scan(ahead)`](Self::read_ahead_scan), and the up to `ahead` pages that
+    /// continue the walk, each with its request ([`continued_at`](Self::continued_at) of the
+    /// page before): the pages a client asks for next when it follows the far-side flag
+    /// (`hasNextPage` in first mode, `hasPreviousPage` in last mode) with the cursor of that end.
+    ///
+    /// A page that follows is built only when the rows hold all of its own main scan: from its
+    /// anchor (the page before's last row, so its near-side flag needs no boundary scan), its
+    /// page and look-ahead row, or the end of the data (the scan returned fewer rows than it
+    /// asked for). So each equals the page read for its request from the same snapshot. The
+    /// walk stops at a page with nothing beyond it.
+    pub fn assemble_ahead<T: Clone>(
+        &self,
+        mut scanned: Vec<(Position, T)>,
+        boundary_exists: bool,
+        ahead: usize,
+    ) -> (Page<T>, Vec<(PageRequest, Page<T>)>) {
+        let ended = scanned.len() < self.read_ahead_scan(ahead).limit;
+        let size = self.usize_page_size();
+        let anchor_found = self.anchor.is_some() && scanned.first().map(|(p, _)| *p) == self.anchor;
+        let mut pages = Vec::new();
+        for pages_before in 1..=ahead {
+            // The last row of the page before, in scan order, and its look-ahead row after it.
+            let at = usize::from(anchor_found) + pages_before * size - 1;
+            if at + 1 >= scanned.len() {
+                break;
+            }
+            let end = at + size + 2;
+            if end > scanned.len() && !ended {
+                break;
+            }
+            let request = self.continued_at(scanned[at].0);
+            let rows = scanned[at..end.min(scanned.len())].to_vec();
+            pages.push((request, request.assemble(rows, false)));
+        }
+        scanned.truncate(self.main_scan().limit);
+        (self.assemble(scanned, boundary_exists), pages)
+    }
+
     /// The second read, given the positions the main scan returned (in scan order): one row
     /// on the anchor's side of the page, telling whether anything lies beyond the page there.
     ///

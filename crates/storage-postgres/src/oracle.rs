@@ -13,12 +13,15 @@ use storage::Bug;
 use storage::segment::{self, LineKey, SegmentRef};
 use storage::{Error, OraclePage, OracleStore};
 
-/// The most segments a scan's first statement looks at: it returns only as many of them as hold
-/// the data asked for, by their line counts, which is three or four for a page of a hundred
-/// (`segments::ORACLE`), so one statement almost always does; the others cost it an index entry
-/// and a small heap row each. A scan that needs more looks at four times as many with each
-/// further statement.
+/// The most segments a scan's first statement looks at for each [`FIRST_DATA`] data it asks
+/// for: it returns only as many of them as hold the data asked for, by their line counts,
+/// which is three or four for a page of a hundred (`segments::ORACLE`), so one statement almost
+/// always does; the others cost it an index entry and a small heap row each. A scan that needs
+/// more looks at four times as many with each further statement.
 const FIRST_SEGMENTS: i64 = 8;
+
+/// See [`FIRST_SEGMENTS`]: the main scan of a page of a hundred.
+const FIRST_DATA: usize = 102;
 
 const SPEC_SQL: &str = "SELECT id FROM oracle_specs WHERE hex = $1";
 
@@ -30,12 +33,13 @@ pub(crate) const PARTITION_SQL: &str = "SELECT s.tableoid::regclass::text \
      ORDER BY s.last_time, s.last_block, s.last_seq, s.last_idx LIMIT 1";
 
 impl OracleStore for PgStore {
-    fn oracle_page(
+    fn oracle_pages(
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
+        ahead: usize,
     ) -> Result<OraclePage, Error> {
-        self.read(|conn| page(conn, spec, request), || true)
+        self.read(|conn| page(conn, spec, request, ahead), || true)
     }
 
     /// From memory: moved on by the thread that listens for the writer's announcements of
@@ -55,25 +59,26 @@ fn page(
     conn: &mut PgConn,
     spec: Option<&OracleSpecId>,
     request: &PageRequest,
+    ahead: usize,
 ) -> Result<OraclePage, Error> {
     let owner = match spec {
         None => ALL_DATA,
         // A spec that never matched anything has an empty listing.
         Some(spec) => match spec_key(conn, spec)? {
             Some(key) => key,
-            None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
+            None => return Ok(OraclePage::assemble(request, Vec::new(), false, 0)),
         },
     };
     // An owner without segments has an empty listing.
     let Some(table) = partition(conn, owner)? else {
-        return Ok(OraclePage::assemble(request, Vec::new(), false));
+        return Ok(OraclePage::assemble(request, Vec::new(), false, 0));
     };
-    let main = request.main_scan();
+    let main = request.read_ahead_scan(ahead);
     let (client, mut statements) = conn.autocommit();
     if let Some(rows) = scan(client, &mut statements, (owner, &table), &main, true)?
         && request.boundary_scan(&positions(&rows)).is_none()
     {
-        return Ok(OraclePage::assemble(request, rows, false));
+        return Ok(OraclePage::assemble(request, rows, false, ahead));
     }
     let (mut tx, mut statements) = conn.snapshot()?;
     let rows = scanned(scan(
@@ -95,7 +100,7 @@ fn page(
         None => false,
     };
     tx.commit().map_err(map_err)?;
-    Ok(OraclePage::assemble(request, rows, boundary_exists))
+    Ok(OraclePage::assemble(request, rows, boundary_exists, ahead))
 }
 
 /// The rows of a scan allowed as many statements as it needs.
@@ -233,7 +238,8 @@ fn scan(
         cut_first: anchor.is_some(),
     };
     let mut from = anchor;
-    let mut count = FIRST_SEGMENTS;
+    let mut count = i64::try_from(scan.limit.div_ceil(FIRST_DATA))
+        .map_or(i64::MAX, |share| share.saturating_mul(FIRST_SEGMENTS));
     let (mut json, mut keys) = (Vec::new(), Vec::new());
     loop {
         let statement = statements.get(client, &next.sql(table))?;

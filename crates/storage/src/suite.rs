@@ -17,7 +17,7 @@ mod oracle;
 pub mod packing;
 mod writer;
 
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 
 use ledger_core::{AssetId, EntryKey, ExportFilter, OracleSpecId, PartyId, TimeRange, VegaTime};
 use oracle_core::{Edge, Page, PageRequest, PaginationParams, Position};
@@ -35,8 +35,9 @@ pub use export::{
 };
 pub use oracle::{
     oracle_cursor_between_or_beyond_rows, oracle_data_version_changes_with_every_commit,
-    oracle_latest_value_of_a_spec, oracle_pages_walk_data_of_many_kilobytes,
-    oracle_pages_walk_every_dataset_in_both_directions, oracle_unknown_spec_has_an_empty_page,
+    oracle_latest_value_of_a_spec, oracle_pages_read_ahead_are_the_walks_next_pages,
+    oracle_pages_walk_data_of_many_kilobytes, oracle_pages_walk_every_dataset_in_both_directions,
+    oracle_unknown_spec_has_an_empty_page,
 };
 pub use writer::{
     a_datum_twice_in_one_batch_reads_as_the_first, block, block_state_round_trips,
@@ -60,6 +61,7 @@ macro_rules! backend_tests {
             export_spans_many_segments_committed_in_any_order,
             oracle_pages_walk_every_dataset_in_both_directions,
             oracle_pages_walk_data_of_many_kilobytes,
+            oracle_pages_read_ahead_are_the_walks_next_pages,
             oracle_unknown_spec_has_an_empty_page,
             oracle_latest_value_of_a_spec,
             oracle_cursor_between_or_beyond_rows,
@@ -222,9 +224,14 @@ pub fn export(store: &impl Store, filter: &ExportFilter) -> (Vec<String>, Export
 /// One page of oracle data.
 pub fn page(store: &impl Store, spec_n: Option<u8>, params: PaginationParams<'_>) -> Page<Vec<u8>> {
     let request = PageRequest::parse(&params).unwrap();
-    let OraclePage { page, nodes } = store
+    let OraclePage { page, nodes, .. } = store
         .oracle_page(spec_n.map(spec).as_ref(), &request)
         .unwrap();
+    owned(page, &nodes)
+}
+
+/// A page whose nodes are ranges of `nodes`, with each node's bytes instead.
+pub fn owned(page: Page<Range<usize>>, nodes: &[u8]) -> Page<Vec<u8>> {
     Page {
         edges: page
             .edges

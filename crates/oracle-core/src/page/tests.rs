@@ -281,14 +281,21 @@ fn model(rows: &[Row], query: Query) -> (Vec<Row>, bool, bool) {
     (page, start > 0, end < ordered.len())
 }
 
-#[test]
-fn every_request_matches_the_brute_force_model() {
-    let rows = dataset(13);
+/// No anchor, anchors before and after every row, each row's own position and one just after
+/// each row.
+fn anchors(rows: &[Row]) -> Vec<Option<Position>> {
     let mut anchors = vec![None, Some(BEFORE_ALL), Some(AFTER_ALL)];
-    for (position, _) in &rows {
+    for (position, _) in rows {
         anchors.push(Some(*position));
         anchors.push(Some(just_after(*position)));
     }
+    anchors
+}
+
+#[test]
+fn every_request_matches_the_brute_force_model() {
+    let rows = dataset(13);
+    let anchors = anchors(&rows);
     for newest_first in [true, false] {
         for last_mode in [false, true] {
             for page_size in 1..=15 {
@@ -345,6 +352,82 @@ fn every_request_matches_the_brute_force_model() {
             }
         }
     }
+}
+
+/// The pages read ahead are the pages a walking client asks for next, each equal to the page
+/// read for its own request, and a walk's pages are left out only past its end.
+#[test]
+fn pages_read_ahead_are_the_walks_next_pages() {
+    let rows = dataset(13);
+    let anchors = anchors(&rows);
+    for (newest_first, last_mode, page_size, anchor, ahead) in combinations(&anchors) {
+        let size = page_size.to_string();
+        let (size_name, cursor_name) = if last_mode {
+            ("last", "before")
+        } else {
+            ("first", "after")
+        };
+        let cursor = anchor.map_or_else(String::new, encode_cursor);
+        let request = PageRequest::parse(&params(&[
+            (size_name, &size),
+            (cursor_name, &cursor),
+            ("newestFirst", bool_text(newest_first)),
+        ]))
+        .expect("valid request");
+        let scanned = run(&rows, request.read_ahead_scan(ahead));
+        let positions: Vec<Position> = scanned.iter().map(|(position, _)| *position).collect();
+        let boundary_exists = request
+            .boundary_scan(&positions)
+            .is_some_and(|scan| !run(&rows, scan).is_empty());
+        let (page, pages) = request.assemble_ahead(scanned, boundary_exists, ahead);
+        let case = format!("{request:?} ahead {ahead}");
+        assert_eq!(page, fetch_request(&rows, &request), "{case}");
+        assert!(pages.len() <= ahead, "{case}");
+        let mut before = page;
+        for (next, got) in &pages {
+            // What the client sends next: the cursor of the page's far end.
+            let far = if last_mode {
+                before.info.start_cursor
+            } else {
+                before.info.end_cursor
+            };
+            let asked = PageRequest::parse(&params(&[
+                (size_name, &size),
+                (cursor_name, far.as_str()),
+                ("newestFirst", bool_text(newest_first)),
+            ]))
+            .expect("valid request");
+            assert_eq!(*next, asked, "{case}");
+            assert_eq!(*got, fetch_request(&rows, next), "{case}");
+            before = got.clone();
+        }
+        if pages.len() < ahead {
+            let far_side = if last_mode {
+                before.info.has_previous_page
+            } else {
+                before.info.has_next_page
+            };
+            assert!(
+                !far_side,
+                "{case}: the walk goes on past the pages read ahead"
+            );
+        }
+    }
+}
+
+/// Every combination of order, mode, page size (1 to 6), anchor and read-ahead (0 to 3).
+fn combinations(
+    anchors: &[Option<Position>],
+) -> impl Iterator<Item = (bool, bool, u32, Option<Position>, usize)> + '_ {
+    [true, false].into_iter().flat_map(move |newest_first| {
+        [false, true].into_iter().flat_map(move |last_mode| {
+            (1..=6).flat_map(move |page_size| {
+                anchors.iter().flat_map(move |&anchor| {
+                    (0..=3).map(move |ahead| (newest_first, last_mode, page_size, anchor, ahead))
+                })
+            })
+        })
+    })
 }
 
 #[test]

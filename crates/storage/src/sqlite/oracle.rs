@@ -14,10 +14,11 @@ use crate::segment::{self, LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
 impl OracleStore for SqliteStore {
-    fn oracle_page(
+    fn oracle_pages(
         &self,
         spec: Option<&OracleSpecId>,
         request: &PageRequest,
+        ahead: usize,
     ) -> Result<OraclePage, Error> {
         let mut conn = self.readers.get()?;
         // Both scans read one snapshot, so the page flags agree with the page.
@@ -27,21 +28,24 @@ impl OracleStore for SqliteStore {
             Some(spec) => match spec_key(&tx, spec)? {
                 Some(key) => key,
                 // A spec that never matched anything has an empty listing.
-                None => return Ok(OraclePage::assemble(request, Vec::new(), false)),
+                None => return Ok(OraclePage::assemble(request, Vec::new(), false, 0)),
             },
         };
         let mut nodes = Vec::new();
-        let rows = scan(&tx, owner, &request.main_scan(), &mut nodes)?;
+        let rows = scan(&tx, owner, &request.read_ahead_scan(ahead), &mut nodes)?;
         let positions: Vec<Position> = rows.iter().map(|(position, _)| *position).collect();
         let boundary_exists = match request.boundary_scan(&positions) {
             Some(boundary) => !scan(&tx, owner, &boundary, &mut nodes)?.is_empty(),
             None => false,
         };
         tx.commit()?;
-        Ok(OraclePage {
-            page: request.assemble(rows, boundary_exists),
+        Ok(OraclePage::from_scan(
+            request,
+            rows,
+            boundary_exists,
             nodes,
-        })
+            ahead,
+        ))
     }
 
     /// `PRAGMA data_version` on a connection kept for it: a few microseconds, never waiting for

@@ -129,6 +129,7 @@ fn oracle(store: &impl Store, spec: Option<OracleSpecId>, out: &mut Vec<u8>) {
     let OraclePage {
         page: Page { edges, info },
         nodes,
+        ..
     } = store.oracle_page(spec.as_ref(), &request).unwrap();
     for edge in edges {
         write!(out, "{} ", edge.cursor.as_str()).unwrap();

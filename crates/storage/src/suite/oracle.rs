@@ -1,12 +1,15 @@
 //! Oracle data pages: keyset walks over all data or one spec's, in both orders and directions.
 
-use oracle_core::{PaginationParams, Position, encode_cursor};
+use oracle_core::{PageRequest, PaginationParams, Position, encode_cursor};
 
-use super::{Store, commit, contents, ledger_batch, ledger_row, oracle_row, page};
+use super::{Store, commit, contents, ledger_batch, ledger_row, oracle_row, owned, page};
 use crate::{IngestBatch, IngestWriter};
 
 /// (label, (vega time, block, seq), matched specs).
 type Datum = (&'static str, (i64, u64, u64), &'static [u8]);
+
+/// A [`Datum`] made at run time.
+type OwnedDatum = (String, (i64, u64, u64), Vec<u8>);
 
 /// Ascending by position. Ties on the time are broken by the block and ties on the block by the
 /// sequence; spec 9 never matches anything.
@@ -189,24 +192,7 @@ pub fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
     store: &S,
     writer: &mut dyn IngestWriter,
 ) {
-    // (label, position, matched specs), ascending.
-    let data: Vec<(String, _, Vec<u8>)> = (0..300u64)
-        .map(|n| {
-            let label = format!("d{n:03}-{}", "x".repeat(1000));
-            let specs = [1, 2, 3]
-                .into_iter()
-                .filter(|s| n % u64::from(*s) == 0)
-                .collect();
-            (label, (n as i64 / 3, n / 2, n), specs)
-        })
-        .collect();
-    // Batches of 1, 10 and 100 data; the last 40 committed before the 40 before them.
-    let mut batches: Vec<&[_]> = vec![&data[..1], &data[1..11], &data[11..111]];
-    batches.extend(data[111..220].chunks(3));
-    batches.extend([&data[260..], &data[220..260]]);
-    for part in batches {
-        commit_data(writer, part);
-    }
+    let data = commit_kilobyte_data(writer);
     for spec in [None, Some(1), Some(2), Some(3)] {
         let expected: Edges = data
             .iter()
@@ -232,6 +218,114 @@ pub fn oracle_pages_walk_data_of_many_kilobytes<S: Store>(
             }
         }
     }
+}
+
+/// Walks of the data of [`oracle_pages_walk_data_of_many_kilobytes`], in both orders and
+/// directions, reading three pages ahead: the main page and every page read ahead equal the
+/// pages read for their requests alone, each page read ahead has the request the walk asks
+/// next, and only the walk's end leaves fewer than three.
+pub fn oracle_pages_read_ahead_are_the_walks_next_pages<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    const AHEAD: usize = 3;
+    commit_kilobyte_data(writer);
+    for spec_n in [None, Some(1), Some(3)] {
+        let spec = spec_n.map(super::spec);
+        for size in ["1", "7", "100"] {
+            for (newest_first, last_mode) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
+                let context = format!(
+                    "spec {spec_n:?}, size {size}, newest first {newest_first}, last mode {last_mode}"
+                );
+                let (size_name, cursor_name) = if last_mode {
+                    ("last", "before")
+                } else {
+                    ("first", "after")
+                };
+                let parse = |cursor: &str| {
+                    let mut params = PaginationParams {
+                        newest_first: Some(order(newest_first)),
+                        ..PaginationParams::default()
+                    };
+                    params.first = (size_name == "first").then_some(size);
+                    params.last = (size_name == "last").then_some(size);
+                    params.after = (cursor_name == "after").then_some(cursor);
+                    params.before = (cursor_name == "before").then_some(cursor);
+                    PageRequest::parse(&params).unwrap()
+                };
+                let alone = |request: &PageRequest| {
+                    let read = store.oracle_page(spec.as_ref(), request).unwrap();
+                    owned(read.page, &read.nodes)
+                };
+                let mut request = parse("");
+                let mut pages = 0;
+                loop {
+                    let read = store.oracle_pages(spec.as_ref(), &request, AHEAD).unwrap();
+                    let mut before = owned(read.page, &read.nodes);
+                    assert!(before == alone(&request), "{context}: page {pages}");
+                    pages += 1;
+                    assert!(read.ahead.len() <= AHEAD, "{context}");
+                    for (next, ahead) in &read.ahead {
+                        let far = if last_mode {
+                            before.info.start_cursor
+                        } else {
+                            before.info.end_cursor
+                        };
+                        assert_eq!(*next, parse(far.as_str()), "{context}: page {pages}");
+                        let ahead = owned(ahead.clone(), &read.nodes);
+                        assert!(ahead == alone(next), "{context}: page {pages}, read ahead");
+                        pages += 1;
+                        before = ahead;
+                    }
+                    let far_side = if last_mode {
+                        before.info.has_previous_page
+                    } else {
+                        before.info.has_next_page
+                    };
+                    if !far_side {
+                        break;
+                    }
+                    assert_eq!(
+                        read.ahead.len(),
+                        AHEAD,
+                        "{context}: the walk goes on past the pages read ahead"
+                    );
+                    let far = if last_mode {
+                        before.info.start_cursor
+                    } else {
+                        before.info.end_cursor
+                    };
+                    request = parse(far.as_str());
+                }
+            }
+        }
+    }
+}
+
+/// Commits 300 data of a kilobyte each (see [`oracle_pages_walk_data_of_many_kilobytes`]) and
+/// returns them as (label, position, matched specs), ascending.
+fn commit_kilobyte_data(writer: &mut dyn IngestWriter) -> Vec<OwnedDatum> {
+    // (label, position, matched specs), ascending.
+    let data: Vec<OwnedDatum> = (0..300u64)
+        .map(|n| {
+            let label = format!("d{n:03}-{}", "x".repeat(1000));
+            let specs = [1, 2, 3]
+                .into_iter()
+                .filter(|s| n % u64::from(*s) == 0)
+                .collect();
+            (label, (n as i64 / 3, n / 2, n), specs)
+        })
+        .collect();
+    // Batches of 1, 10 and 100 data; the last 40 committed before the 40 before them.
+    let mut batches: Vec<&[_]> = vec![&data[..1], &data[1..11], &data[11..111]];
+    batches.extend(data[111..220].chunks(3));
+    batches.extend([&data[260..], &data[220..260]]);
+    for part in batches {
+        commit_data(writer, part);
+    }
+    data
 }
 
 /// Conformance test: oracle unknown spec has an empty page.
