@@ -88,6 +88,7 @@ pub struct Metrics {
     pub(crate) pages_refused: IntCounter,
     pub(crate) page_cache_hits: IntCounter,
     pub(crate) page_cache_misses: IntCounter,
+    pub(crate) pages_read_ahead: IntCounter,
     ingest_events: IntCounter,
     ingest_ledger_entries: IntCounter,
     ingest_oracle_data: IntCounter,
@@ -237,6 +238,10 @@ impl Metrics {
             page_cache_misses: counter(
                 "datanode_page_cache_misses_total",
                 "Oracle data pages read from the store while the page cache is on",
+            ),
+            pages_read_ahead: counter(
+                "datanode_pages_read_ahead_total",
+                "Oracle data pages of a walk read ahead into the page cache, before they were asked",
             ),
             ingest_events: counter(
                 "datanode_ingest_events_total",

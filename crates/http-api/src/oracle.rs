@@ -1,12 +1,12 @@
 //! `GET /api/v2/oracle/data`: a cursor-paginated page of oracle data, answered from the page
 //! cache (`page_cache.rs`) when the same page was read since the last commit.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use hyper::{Response, StatusCode};
 use ledger_core::OracleSpecId;
-use oracle_core::{Cursor, PageRequest, PaginationParams};
-use storage::OraclePage;
+use oracle_core::{Cursor, Page, PageRequest, PaginationParams};
 
 use crate::App;
 use crate::body::Body;
@@ -74,20 +74,46 @@ pub(crate) async fn oracle_data(
     if cache.enabled() {
         app.inner.metrics.page_cache_misses.inc();
     }
-    let answer = read(app, key).await?;
+    let ahead = if version.is_some() && reads_ahead(&key) {
+        AHEAD_PAGES
+    } else {
+        0
+    };
+    let (answer, ahead) = read(app, key, ahead).await?;
     if let Some(version) = version
         && app.data_version() == Some(version)
     {
         cache.insert(key, version, answer.clone());
+        // After the page, so that the walk's next pages are the most recently used.
+        for (request, answer) in ahead {
+            cache.insert(PageKey { request, ..key }, version, answer);
+            app.inner.metrics.pages_read_ahead.inc();
+        }
     }
     Ok(whole(StatusCode::OK, "application/json", answer))
+}
+
+/// How many pages a walk's page read from the store brings ahead into the page cache: a page
+/// of 100 then reads 302 rows instead of 102, and a client paging on gets the next two pages
+/// from memory (docs/PERFORMANCE.md, "Pages read ahead").
+const AHEAD_PAGES: usize = 2;
+
+/// Whether a page is read with the walk's next pages ([`AHEAD_PAGES`]): a page after or
+/// before a cursor (a client paging through the data, which asks for the next page next), of
+/// at most [`INLINE_ROWS`] rows, as plain JSON (the pages read ahead are rendered before they
+/// are asked for: compressing them too would cost more than a read saves). The first page
+/// and the latest value of a spec, asked again and again, are cached whole already.
+fn reads_ahead(key: &PageKey) -> bool {
+    key.request.main_scan().after.is_some()
+        && key.style.is_plain()
+        && key.request.page_size() <= INLINE_ROWS
 }
 
 /// Reads and renders the page: on this async worker when the store's pages are local and the
 /// page is cheap to finish (plain JSON of at most [`INLINE_ROWS`] rows), since handing it to a
 /// blocking thread and back costs more than such a read (two thread wake-ups, measured in
 /// docs/PERFORMANCE.md); on a blocking thread otherwise.
-async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
+async fn read(app: &App, key: PageKey, ahead: usize) -> Result<Rendered, ApiError> {
     let permit = app.page_permit().await?;
     let store = Arc::clone(&app.inner.oracle);
     let inline =
@@ -95,8 +121,14 @@ async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
     let work = move || {
         let _permit = permit;
         store
-            .oracle_page(key.spec.as_ref(), &key.request)
-            .map(|page| key.style.json(render(&page)))
+            .oracle_pages(key.spec.as_ref(), &key.request, ahead)
+            .map(|read| {
+                let page = key.style.json(render(&read.page, &read.nodes));
+                let ahead = (read.ahead.iter())
+                    .map(|(request, page)| (*request, key.style.json(render(page, &read.nodes))))
+                    .collect();
+                (page, ahead)
+            })
     };
     let page = if inline {
         // A read that panics answers 500, as it does from a blocking thread, rather than
@@ -114,6 +146,9 @@ async fn read(app: &App, key: PageKey) -> Result<Encoded, ApiError> {
     page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
 }
 
+/// A page's answer and the answers of the pages read ahead with it, each with its request.
+type Rendered = (Encoded, Vec<(PageRequest, Encoded)>);
+
 /// The most rows of a page read on the async worker: Vega's default page size. Larger pages,
 /// up to 5000 rows, hold the worker too long and go to a blocking thread.
 const INLINE_ROWS: u32 = oracle_core::DEFAULT_PAGE_SIZE;
@@ -130,18 +165,18 @@ fn internal(source: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
     }
 }
 
-/// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest.
-pub(crate) fn render(oracle: &OraclePage) -> Vec<u8> {
-    let page = &oracle.page;
-    let nodes: usize = page.edges.iter().map(|edge| edge.node.len() + 64).sum();
-    let mut out = Vec::with_capacity(nodes + 256);
+/// `v2ListOracleDataResponse`, assembled around the nodes' JSON stored at ingest: each edge's
+/// node is the range of its JSON in `nodes`.
+pub(crate) fn render(page: &Page<Range<usize>>, nodes: &[u8]) -> Vec<u8> {
+    let bytes: usize = page.edges.iter().map(|edge| edge.node.len() + 64).sum();
+    let mut out = Vec::with_capacity(bytes + 256);
     out.extend_from_slice(br#"{"oracleData":{"edges":["#);
     for (index, edge) in page.edges.iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
         out.extend_from_slice(br#"{"node":"#);
-        out.extend_from_slice(oracle.node(edge));
+        out.extend_from_slice(&nodes[edge.node.clone()]);
         out.extend_from_slice(br#","cursor":"#);
         push_cursor(&mut out, &edge.cursor);
         out.push(b'}');

@@ -50,9 +50,10 @@ pub struct ServeArgs {
           default_value_t = AppConfig::default().max_concurrent_pages)]
     max_pages: usize,
     /// MiB of finished oracle data pages kept in memory, so that a page asked again before the
-    /// next commit is answered without reading the database; 0 turns the cache off. On
-    /// PostgreSQL the server learns of commits from the writer's announcements (a hot standby
-    /// by polling, within a second).
+    /// next commit is answered without reading the database, and a walk's next two pages are
+    /// read ahead with a page after or before a cursor; 0 turns the cache off, and the reading
+    /// ahead with it. On PostgreSQL the server learns of commits from the writer's
+    /// announcements (a hot standby by polling, within a second).
     #[arg(long, env = "DATANODE_PAGE_CACHE_MIB",
           default_value_t = AppConfig::default().page_cache_bytes >> 20)]
     page_cache_mib: usize,

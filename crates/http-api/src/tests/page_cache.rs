@@ -267,3 +267,60 @@ async fn the_byte_bound_evicts_the_least_recently_used_page() {
     assert_eq!(store.page_reads(), 5);
     assert_eq!(counts(&without_cache), (0.0, 0.0));
 }
+
+/// The `endCursor` of a page's answer.
+fn end_cursor(answer: &Whole) -> String {
+    let page: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    page["oracleData"]["pageInfo"]["endCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_walks_next_pages_come_from_the_read_of_the_page_before() {
+    let store = FakeStore::versioned(PAD);
+    let app = app(&store, AppConfig::default());
+    let walk = |cursor: &str| format!("{ORACLE}?pagination.first=1&pagination.after={cursor}");
+    // The first page has no cursor: nothing is read ahead of it.
+    let first = fetch(&app, &format!("{ORACLE}?pagination.first=1"), &[]).await;
+    let second_uri = walk(&end_cursor(&first));
+    let second = fetch(&app, &second_uri, &[]).await;
+    assert_eq!(store.page_reads(), 2);
+    // The third page, the walk's last, was read with the second.
+    let third_uri = walk(&end_cursor(&second));
+    let third = fetch(&app, &third_uri, &[]).await;
+    assert_eq!(store.page_reads(), 2);
+    assert_eq!(counts(&app), (1.0, 2.0));
+    let metrics = String::from_utf8(app.metrics().render()).unwrap();
+    assert_eq!(
+        sample(&metrics, "datanode_pages_read_ahead_total"),
+        Some(1.0)
+    );
+    assert_eq!(third, fetch(&uncached(), &third_uri, &[]).await);
+    assert!(
+        text(&third).contains(r#""hasNextPage":false"#),
+        "{}",
+        text(&third)
+    );
+    // Past the walk's end nothing was read ahead.
+    fetch(&app, &walk(&end_cursor(&third)), &[]).await;
+    assert_eq!(store.page_reads(), 3);
+    // Indented or compressed pages are not read ahead, nor served from plain pages.
+    for headers in [&[("accept-encoding", "gzip")][..], &[]] {
+        let pretty = if headers.is_empty() {
+            "&pretty=true"
+        } else {
+            ""
+        };
+        let reads = store.page_reads();
+        fetch(&app, &format!("{second_uri}{pretty}"), headers).await;
+        fetch(&app, &format!("{third_uri}{pretty}"), headers).await;
+        assert_eq!(store.page_reads(), reads + 2, "{headers:?}{pretty}");
+    }
+    // A page read ahead at another data version is not served.
+    let reads = store.page_reads();
+    store.commit();
+    assert_eq!(fetch(&app, &third_uri, &[]).await.status, StatusCode::OK);
+    assert_eq!(store.page_reads(), reads + 1);
+}
