@@ -2,10 +2,14 @@
 //! throughput at 1 and 4 concurrent clients.
 //!
 //! Most cases ask for one page again and again, which the server's page cache answers from
-//! memory after the first time. The case of distinct pages asks for the pages that follow
-//! thousands of a walk's cursors in turn, round-robin over all its clients, as an indexer or
-//! an explorer paging through the data would: far more bytes than the page cache holds by
-//! default, so each is read from the store.
+//! memory after the first time. The cases of distinct pages ask for the pages that follow
+//! thousands of a walk's cursors in turn, as an indexer or an explorer paging through the data
+//! would: far more bytes than the page cache holds by default, so none is asked again while it
+//! is cached. Round-robin, the clients share one walk, each asking for the next page not asked
+//! yet: a page is asked before the page ending at its cursor was answered, which no real client
+//! can do, and pages read ahead (see the server's `oracle.rs`) seldom arrive in time. In the
+//! walks case each client follows its own share of the cursors in order, as independent
+//! walkers do.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,11 +53,17 @@ pub(crate) const DISTINCT_PAGES: usize = 3000;
 /// The name of the round-robin case, for the targets.
 pub(crate) const DISTINCT_CASE: &str = "distinct pages, round-robin";
 
+/// The name of the case of the same pages asked by independent walkers.
+pub(crate) const WALKS_CASE: &str = "distinct pages, a walk per client";
+
 /// One page request to measure, or several asked in turn.
 pub(crate) struct PageCase {
     pub(crate) name: &'static str,
-    /// Asked round-robin; never empty.
+    /// Asked in turn; never empty.
     pub(crate) paths: Arc<[String]>,
+    /// Whether each client of a throughput run asks for its own share of `paths` in order
+    /// (a walk per client) rather than for the next path not asked yet by any.
+    pub(crate) walks: bool,
 }
 
 impl PageCase {
@@ -61,7 +71,15 @@ impl PageCase {
         PageCase {
             name,
             paths: Arc::from([path]),
+            walks: false,
         }
+    }
+
+    /// Where the case's latency requests start among its paths: a walks case asks for the
+    /// second half of the pages, which the round-robin case's latency requests (interleaved
+    /// with its own, from the first) have not read.
+    fn latency_start(&self) -> usize {
+        if self.walks { self.paths.len() / 2 } else { 0 }
     }
 
     /// The first of its paths: the one whose answer is copied for nginx.
@@ -72,11 +90,12 @@ impl PageCase {
 
 /// The pages measured: the first page, a page at 90% depth (after the walk's deep cursor), the
 /// first page of the most frequent spec, the latest value of that spec, and the pages of 100
-/// after each of the walk's page cursors in turn.
+/// after each of the walk's page cursors in turn, round-robin and a walk per client.
 pub(crate) fn cases(config: &GenerateConfig, walk: &Walk) -> Vec<PageCase> {
     let spec = spec_id(config, 0);
     let after =
         |cursor: &str| format!("{ORACLE_PATH}?pagination.first={PAGE}&pagination.after={cursor}");
+    let distinct: Arc<[String]> = walk.page_cursors.iter().map(|c| after(c)).collect();
     vec![
         PageCase::one(
             "first page",
@@ -93,11 +112,13 @@ pub(crate) fn cases(config: &GenerateConfig, walk: &Walk) -> Vec<PageCase> {
         ),
         PageCase {
             name: DISTINCT_CASE,
-            paths: walk
-                .page_cursors
-                .iter()
-                .map(|cursor| after(cursor))
-                .collect(),
+            paths: Arc::clone(&distinct),
+            walks: false,
+        },
+        PageCase {
+            name: WALKS_CASE,
+            paths: distinct,
+            walks: true,
         },
     ]
 }
@@ -150,7 +171,8 @@ pub(crate) async fn measure(
     for (case, body) in cases.iter().zip(&mut bodies) {
         let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
         for round in 0..WARM_UP as usize {
-            request(&mut connection, nth(&case.paths, round), body).await?;
+            let path = nth(&case.paths, case.latency_start() + round);
+            request(&mut connection, path, body).await?;
         }
         connections.push(connection);
     }
@@ -162,7 +184,7 @@ pub(crate) async fn measure(
             break;
         }
         for (idx, case) in cases.iter().enumerate() {
-            let path = nth(&case.paths, round);
+            let path = nth(&case.paths, case.latency_start() + round);
             let sent = Instant::now();
             request(&mut connections[idx], path, &mut bodies[idx]).await?;
             samples[idx].push(sent.elapsed());
@@ -175,7 +197,8 @@ pub(crate) async fn measure(
         eprintln!("bench: oracle page {} (throughput)", case.name);
         let mut throughput = Vec::new();
         for clients in CLIENTS {
-            throughput.push(throughput_run(addr, &case.paths, clients, plan.throughput).await?);
+            let run = throughput_run(addr, &case.paths, case.walks, clients, plan.throughput);
+            throughput.push(run.await?);
         }
         results.push(PageResult {
             name: case.name,
@@ -196,19 +219,27 @@ fn nth(paths: &[String], round: usize) -> &str {
 
 /// `clients` keep-alive connections asking back to back for `duration`: for the next of
 /// `paths` in turn, shared by all clients, so that with several paths no two clients ask for
-/// the same page at once and every page is asked once per round.
+/// the same page at once and every page is asked once per round; or, with `walks`, each
+/// client for the next of its own share of `paths` (the `c`th of `clients` starts at the
+/// `c`th share and goes on in order).
 pub(crate) async fn throughput_run(
     addr: SocketAddr,
     paths: &Arc<[String]>,
+    walks: bool,
     clients: u32,
     duration: Duration,
 ) -> Result<Throughput> {
     let started = Instant::now();
     let deadline = started + duration;
-    let next = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
-    for _ in 0..clients {
-        let (paths, next) = (Arc::clone(paths), Arc::clone(&next));
+    for client in 0..clients as usize {
+        let paths = Arc::clone(paths);
+        let next = if walks {
+            Arc::new(AtomicUsize::new(client * paths.len() / clients as usize))
+        } else {
+            Arc::clone(&shared)
+        };
         tasks.spawn(async move {
             let mut connection = Connection::connect(addr, FAST_BUFFER).await?;
             let mut body = Vec::new();

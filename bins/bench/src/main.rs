@@ -508,7 +508,11 @@ async fn measure(
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         export: &cases[0],
         export_runs: cli.export_runs,
-        pages: [&page_cases[0], &page_cases[page_cases.len() - 1]],
+        pages: [
+            &page_cases[0],
+            &page_cases[page_cases.len() - 2],
+            &page_cases[page_cases.len() - 1],
+        ],
         throughput: plan.throughput,
     };
     let nginx = nginx::compare(addr, &nginx_plan).await;

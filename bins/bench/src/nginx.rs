@@ -57,8 +57,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) export: &'a ExportCase,
     pub(crate) export_runs: u32,
     /// The page asked again and again, whose answer nginx serves, then the distinct pages
-    /// asked round-robin, compared with nginx serving that page: one of the same size.
-    pub(crate) pages: [&'a PageCase; 2],
+    /// asked round-robin and by a walk per client, compared with nginx serving that page: one
+    /// of the same size.
+    pub(crate) pages: [&'a PageCase; 3],
     /// Total throughput time per server and client count.
     pub(crate) throughput: Duration,
 }
@@ -212,7 +213,8 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
                     .into_iter()
                     .enumerate()
                 {
-                    let run = listing::throughput_run(addr, paths, clients, slice).await?;
+                    let run =
+                        listing::throughput_run(addr, paths, case.walks, clients, slice).await?;
                     requests[idx] += run.requests;
                     seconds[idx] += run.seconds;
                 }
