@@ -74,20 +74,30 @@ pub(crate) async fn oracle_data(
     if cache.enabled() {
         app.inner.metrics.page_cache_misses.inc();
     }
-    let ahead = if version.is_some() && reads_ahead(&key) {
+    let ahead = if version.is_some() && reads_ahead(&key) && cache.expected(&key) {
         AHEAD_PAGES
     } else {
         0
     };
-    let (answer, ahead) = read(app, key, ahead).await?;
-    if let Some(version) = version
-        && app.data_version() == Some(version)
-    {
-        cache.insert(key, version, answer.clone());
-        // After the page, so that the walk's next pages are the most recently used.
-        for (request, answer) in ahead {
-            cache.insert(PageKey { request, ..key }, version, answer);
-            app.inner.metrics.pages_read_ahead.inc();
+    let Read {
+        answer,
+        ahead,
+        next,
+    } = read(app, key, ahead).await?;
+    if let Some(version) = version {
+        if let Some(next) = next {
+            cache.expect(PageKey {
+                request: next,
+                ..key
+            });
+        }
+        if app.data_version() == Some(version) {
+            cache.insert(key, version, answer.clone());
+            // After the page, so that the walk's next pages are the most recently used.
+            for (request, answer) in ahead {
+                cache.insert(PageKey { request, ..key }, version, answer);
+                app.inner.metrics.pages_read_ahead.inc();
+            }
         }
     }
     Ok(whole(StatusCode::OK, "application/json", answer))
@@ -98,11 +108,14 @@ pub(crate) async fn oracle_data(
 /// from memory (docs/PERFORMANCE.md, "Pages read ahead").
 const AHEAD_PAGES: usize = 2;
 
-/// Whether a page is read with the walk's next pages ([`AHEAD_PAGES`]): a page after or
-/// before a cursor (a client paging through the data, which asks for the next page next), of
-/// at most [`INLINE_ROWS`] rows, as plain JSON (the pages read ahead are rendered before they
-/// are asked for: compressing them too would cost more than a read saves). The first page
-/// and the latest value of a spec, asked again and again, are cached whole already.
+/// Whether a page may be read with the walk's next pages ([`AHEAD_PAGES`]): a page after or
+/// before a cursor, of at most [`INLINE_ROWS`] rows, as plain JSON (the pages read ahead are
+/// rendered before they are asked for: compressing them too would cost more than a read
+/// saves). It is, when a walk in progress was expected to ask for it: a page served before
+/// ended at its cursor (`PageCache::expect`). A page asked for on its own, after a cursor kept
+/// from some earlier walk, reads only itself: reading ahead would cost it a third more on
+/// PostgreSQL and a half more on SQLite for pages nobody asks for. The first page and the
+/// latest value of a spec, asked again and again, are cached whole already.
 fn reads_ahead(key: &PageKey) -> bool {
     key.request.main_scan().after.is_some()
         && key.style.is_plain()
@@ -113,7 +126,7 @@ fn reads_ahead(key: &PageKey) -> bool {
 /// page is cheap to finish (plain JSON of at most [`INLINE_ROWS`] rows), since handing it to a
 /// blocking thread and back costs more than such a read (two thread wake-ups, measured in
 /// docs/PERFORMANCE.md); on a blocking thread otherwise.
-async fn read(app: &App, key: PageKey, ahead: usize) -> Result<Rendered, ApiError> {
+async fn read(app: &App, key: PageKey, ahead: usize) -> Result<Read, ApiError> {
     let permit = app.page_permit().await?;
     let store = Arc::clone(&app.inner.oracle);
     let inline =
@@ -123,11 +136,20 @@ async fn read(app: &App, key: PageKey, ahead: usize) -> Result<Rendered, ApiErro
         store
             .oracle_pages(key.spec.as_ref(), &key.request, ahead)
             .map(|read| {
-                let page = key.style.json(render(&read.page, &read.nodes));
-                let ahead = (read.ahead.iter())
-                    .map(|(request, page)| (*request, key.style.json(render(page, &read.nodes))))
-                    .collect();
-                (page, ahead)
+                // The walk goes on after the last page read.
+                let next = match read.ahead.last() {
+                    Some((request, page)) => request.next_request(page),
+                    None => key.request.next_request(&read.page),
+                };
+                Read {
+                    answer: key.style.json(render(&read.page, &read.nodes)),
+                    ahead: (read.ahead.iter())
+                        .map(|(request, page)| {
+                            (*request, key.style.json(render(page, &read.nodes)))
+                        })
+                        .collect(),
+                    next,
+                }
             })
     };
     let page = if inline {
@@ -146,8 +168,15 @@ async fn read(app: &App, key: PageKey, ahead: usize) -> Result<Rendered, ApiErro
     page.map_err(|err| ApiError::storage(detail::ORACLE_DATA_SERVICE, FAILED, err))
 }
 
-/// A page's answer and the answers of the pages read ahead with it, each with its request.
-type Rendered = (Encoded, Vec<(PageRequest, Encoded)>);
+/// A page read from the store, rendered.
+struct Read {
+    /// The page's answer.
+    answer: Encoded,
+    /// The answers of the pages read ahead with it, each with its request.
+    ahead: Vec<(PageRequest, Encoded)>,
+    /// The request a walk asks for after the last of them, if anything lies beyond.
+    next: Option<PageRequest>,
+}
 
 /// The most rows of a page read on the async worker: Vega's default page size. Larger pages,
 /// up to 5000 rows, hold the worker too long and go to a blocking thread.

@@ -18,13 +18,17 @@
 //! (coding and `?pretty`). CORS headers are added per request after the answer, and errors are
 //! never stored.
 //!
+//! Walks: the cache also remembers the requests that walks in progress ask for next, so that
+//! such a request is read with the walk's next pages (`oracle.rs`, `reads_ahead`), and a page
+//! asked on its own is not.
+//!
 //! Eviction: entries of an older version are useless, so seeing another version drops them all.
 //! Within a version the least recently used go first, to keep the bodies' bytes (plus a fixed
 //! overhead per entry) under the bound. The LRU list is hashlink's, which rusqlite already
 //! brings into the build: an O(1) LRU by hand needs a linked list of its own.
 
 use std::mem::size_of;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use hashlink::LruCache;
 use ledger_core::OracleSpecId;
@@ -51,7 +55,15 @@ const ENTRY_OVERHEAD: usize = 192;
 pub(crate) struct PageCache {
     max_bytes: usize,
     state: Mutex<State>,
+    /// The requests walks in progress ask for next (see [`PageCache::expect`]), the most
+    /// recent [`WALKS`] of them, whatever the data version: a page is read with the walk's next
+    /// pages only when its request is one of them.
+    walks: Mutex<LruCache<PageKey, ()>>,
 }
+
+/// How many walks in progress [`PageCache::expect`] remembers: a key and a list entry each,
+/// about 200 bytes.
+const WALKS: usize = 4096;
 
 struct State {
     /// The data version of every entry; `None` before the first lookup.
@@ -71,7 +83,19 @@ impl PageCache {
                 entries: LruCache::new_unbounded(),
                 bytes: 0,
             }),
+            walks: Mutex::new(LruCache::new(WALKS)),
         }
+    }
+
+    /// Notes that a walk in progress asks for `key` next: the page served before it ended at
+    /// its cursor.
+    pub(crate) fn expect(&self, key: PageKey) {
+        lock(&self.walks).insert(key, ());
+    }
+
+    /// Whether a walk in progress was expected to ask for `key` ([`PageCache::expect`]).
+    pub(crate) fn expected(&self, key: &PageKey) -> bool {
+        lock(&self.walks).get(key).is_some()
     }
 
     /// False when the cache is disabled: then no version needs asking for.
@@ -129,13 +153,17 @@ impl PageCache {
         (state.entries.len(), state.bytes)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Every change leaves the map and its byte count consistent before anything that could
-        // panic: a poisoned lock is recovered.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
     }
+}
+
+/// Every change leaves the maps (and the entries' byte count) consistent before anything that
+/// could panic: a poisoned lock is recovered.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What an entry counts against the bound.

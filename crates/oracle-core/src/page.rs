@@ -226,6 +226,23 @@ impl PageRequest {
         }
     }
 
+    /// The request a client walking on asks for after `page`, a page of this request: the
+    /// [`continued_at`](Self::continued_at) its far end (`endCursor` in first mode,
+    /// `startCursor` in last mode); `None` when its far-side flag says nothing lies beyond.
+    pub fn next_request<T>(&self, page: &Page<T>) -> Option<PageRequest> {
+        let (far_side, cursor) = match self.mode {
+            Mode::First => (page.info.has_next_page, &page.info.end_cursor),
+            Mode::Last => (page.info.has_previous_page, &page.info.start_cursor),
+        };
+        if !far_side {
+            return None;
+        }
+        // A page's cursors are made from positions, so they always decode.
+        crate::decode_cursor(cursor)
+            .ok()
+            .map(|position| self.continued_at(position))
+    }
+
     /// [`assemble`](Self::assemble) from the rows of
     /// [`read_ahead_scan(ahead)`](Self::read_ahead_scan), and the up to `ahead` pages that
     /// continue the walk, each with its request ([`continued_at`](Self::continued_at) of the

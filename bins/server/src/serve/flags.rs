@@ -51,8 +51,8 @@ pub struct ServeArgs {
     max_pages: usize,
     /// MiB of finished oracle data pages kept in memory, so that a page asked again before the
     /// next commit is answered without reading the database, and a walk's next two pages are
-    /// read ahead with a page after or before a cursor; 0 turns the cache off, and the reading
-    /// ahead with it. On PostgreSQL the server learns of commits from the writer's
+    /// read ahead with each page a walk asks for; 0 turns the cache off, and the reading ahead
+    /// with it. On PostgreSQL the server learns of commits from the writer's
     /// announcements (a hot standby by polling, within a second).
     #[arg(long, env = "DATANODE_PAGE_CACHE_MIB",
           default_value_t = AppConfig::default().page_cache_bytes >> 20)]

@@ -69,6 +69,12 @@ fn counts(app: &App) -> (f64, f64) {
     )
 }
 
+/// Pages read ahead into the page cache.
+fn pages_read_ahead(app: &App) -> f64 {
+    let text = String::from_utf8(app.metrics().render()).unwrap();
+    sample(&text, "datanode_pages_read_ahead_total").unwrap()
+}
+
 fn text(answer: &Whole) -> &str {
     std::str::from_utf8(&answer.body).unwrap()
 }
@@ -292,11 +298,7 @@ async fn a_walks_next_pages_come_from_the_read_of_the_page_before() {
     let third = fetch(&app, &third_uri, &[]).await;
     assert_eq!(store.page_reads(), 2);
     assert_eq!(counts(&app), (1.0, 2.0));
-    let metrics = String::from_utf8(app.metrics().render()).unwrap();
-    assert_eq!(
-        sample(&metrics, "datanode_pages_read_ahead_total"),
-        Some(1.0)
-    );
+    assert_eq!(pages_read_ahead(&app), 1.0);
     assert_eq!(third, fetch(&uncached(), &third_uri, &[]).await);
     assert!(
         text(&third).contains(r#""hasNextPage":false"#),
@@ -323,4 +325,20 @@ async fn a_walks_next_pages_come_from_the_read_of_the_page_before() {
     store.commit();
     assert_eq!(fetch(&app, &third_uri, &[]).await.status, StatusCode::OK);
     assert_eq!(store.page_reads(), reads + 1);
+}
+
+#[tokio::test]
+async fn a_page_after_a_cursor_not_expected_by_a_walk_reads_nothing_ahead() {
+    let store = FakeStore::versioned(PAD);
+    let app = app(&store, AppConfig::default());
+    // A cursor kept from elsewhere: this server served no page ending at it.
+    let kept = end_cursor(&fetch(&uncached(), &format!("{ORACLE}?pagination.first=1"), &[]).await);
+    let walk = |cursor: &str| format!("{ORACLE}?pagination.first=1&pagination.after={cursor}");
+    let second = fetch(&app, &walk(&kept), &[]).await;
+    assert_eq!(store.page_reads(), 1);
+    // Its next page was not read with it; once it is asked, the walk is known and goes on.
+    fetch(&app, &walk(&end_cursor(&second)), &[]).await;
+    assert_eq!(store.page_reads(), 2);
+    assert_eq!(counts(&app), (0.0, 2.0));
+    assert_eq!(pages_read_ahead(&app), 0.0);
 }

@@ -384,6 +384,7 @@ fn pages_read_ahead_are_the_walks_next_pages() {
         assert_eq!(page, fetch_request(&rows, &request), "{case}");
         assert!(pages.len() <= ahead, "{case}");
         let mut before = page;
+        let mut before_request = request;
         for (next, got) in &pages {
             // What the client sends next: the cursor of the page's far end.
             let far = if last_mode {
@@ -398,10 +399,13 @@ fn pages_read_ahead_are_the_walks_next_pages() {
             ]))
             .expect("valid request");
             assert_eq!(*next, asked, "{case}");
+            assert_eq!(before_request.next_request(&before), Some(asked), "{case}");
             assert_eq!(*got, fetch_request(&rows, next), "{case}");
             before = got.clone();
+            before_request = *next;
         }
         if pages.len() < ahead {
+            assert_eq!(before_request.next_request(&before), None, "{case}");
             let far_side = if last_mode {
                 before.info.has_previous_page
             } else {
