@@ -60,8 +60,10 @@ pub trait OracleStore: Send + Sync {
     /// [`PageRequest::read_ahead_scan`] where it would read [`PageRequest::main_scan`], and
     /// builds the pages with [`OraclePage::assemble`] or [`OraclePage::from_scan`]. A client
     /// paging through the data (an indexer, an explorer) asks for those pages next, and a
-    /// cache can answer them without another read: one read of a few hundred rows costs much
-    /// less than three reads of a hundred (docs/PERFORMANCE.md, "Pages read ahead").
+    /// cache can answer them without another read: where a read costs mostly its round trip
+    /// (PostgreSQL), one read of a few hundred rows costs much less than three reads of a
+    /// hundred; where it costs by its rows (SQLite), it saves the per-read costs only
+    /// (docs/PERFORMANCE.md, "Pages read ahead").
     fn oracle_pages(
         &self,
         spec: Option<&OracleSpecId>,

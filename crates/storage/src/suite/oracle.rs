@@ -259,6 +259,16 @@ pub fn oracle_pages_read_ahead_are_the_walks_next_pages<S: Store>(
                     let read = store.oracle_page(spec.as_ref(), request).unwrap();
                     owned(read.page, &read.nodes)
                 };
+                // What the client asks next after a page: the page at its far end's cursor,
+                // while its far-side flag says something lies beyond.
+                let next_after = |page: &oracle_core::Page<Vec<u8>>| {
+                    let (far_side, far) = if last_mode {
+                        (page.info.has_previous_page, page.info.start_cursor)
+                    } else {
+                        (page.info.has_next_page, page.info.end_cursor)
+                    };
+                    far_side.then(|| parse(far.as_str()))
+                };
                 let mut request = parse("");
                 let mut pages = 0;
                 loop {
@@ -268,36 +278,21 @@ pub fn oracle_pages_read_ahead_are_the_walks_next_pages<S: Store>(
                     pages += 1;
                     assert!(read.ahead.len() <= AHEAD, "{context}");
                     for (next, ahead) in &read.ahead {
-                        let far = if last_mode {
-                            before.info.start_cursor
-                        } else {
-                            before.info.end_cursor
-                        };
-                        assert_eq!(*next, parse(far.as_str()), "{context}: page {pages}");
+                        assert_eq!(Some(*next), next_after(&before), "{context}: page {pages}");
                         let ahead = owned(ahead.clone(), &read.nodes);
                         assert!(ahead == alone(next), "{context}: page {pages}, read ahead");
                         pages += 1;
                         before = ahead;
                     }
-                    let far_side = if last_mode {
-                        before.info.has_previous_page
-                    } else {
-                        before.info.has_next_page
-                    };
-                    if !far_side {
+                    let Some(next) = next_after(&before) else {
                         break;
-                    }
+                    };
                     assert_eq!(
                         read.ahead.len(),
                         AHEAD,
                         "{context}: the walk goes on past the pages read ahead"
                     );
-                    let far = if last_mode {
-                        before.info.start_cursor
-                    } else {
-                        before.info.end_cursor
-                    };
-                    request = parse(far.as_str());
+                    request = next;
                 }
             }
         }
