@@ -1,4 +1,5 @@
-//! The single writer: whole batches of blocks, each one transaction.
+//! The single writer: whole batches of blocks, in transactions of one batch or of several
+//! (`IngestWriter::stage`).
 //!
 //! Ledger lines and oracle data are merged into their owners' segments (`segments.rs`): the
 //! few stored segments a batch touches are read, rebuilt with its lines, deleted and copied in
@@ -12,11 +13,12 @@ use std::collections::{HashMap, HashSet};
 
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
-use postgres::{Client, GenericClient, Transaction};
+use postgres::{Client, GenericClient};
 
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use super::{map_err, schema};
 use storage::Damage;
+use storage::backend::Then;
 use storage::segment::{self, Line};
 use storage::tip;
 use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter};
@@ -38,6 +40,8 @@ pub struct PgWriter {
     /// The partitions of `blocks` known to exist, by first height; forgotten when a
     /// transaction fails (an operator may have detached one meanwhile).
     block_partitions: HashSet<i64>,
+    /// Whether a transaction is open, with batches staged in it.
+    open: bool,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -57,7 +61,7 @@ struct Dictionaries {
 
 /// Adds the ids in `hexes` not yet known to the dictionary `table` and caches all of them.
 fn resolve<'h>(
-    tx: &mut Transaction<'_>,
+    tx: &mut Client,
     cache: &mut HashMap<[u8; 32], i32>,
     table: &str,
     hexes: impl Iterator<Item = &'h [u8; 32]>,
@@ -120,7 +124,7 @@ fn merged_blocks(blocks: &[BlockRecord]) -> Result<Vec<BlockRow>, Error> {
 }
 
 /// Records the chain id when none is stored; refuses another one.
-fn record_chain(tx: &mut Transaction<'_>, chain_id: &str) -> Result<(), Error> {
+fn record_chain(tx: &mut Client, chain_id: &str) -> Result<(), Error> {
     let stored = tx
         .query_opt("SELECT value FROM schema_info WHERE key = 'chain_id'", &[])
         .map_err(map_err)?
@@ -161,6 +165,7 @@ impl PgWriter {
             highest: None,
             block_partitions: HashSet::new(),
             dictionaries: Dictionaries::default(),
+            open: false,
         })
     }
 
@@ -181,25 +186,38 @@ impl PgWriter {
         Ok(())
     }
 
-    fn write(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+    /// Writes the batch into the open transaction, beginning one, then commits when `then`
+    /// says so.
+    fn write(&mut self, batch: &IngestBatch, then: Then) -> Result<(), Error> {
+        if batch.is_empty() && !self.open {
+            return Ok(());
+        }
         let blocks = merged_blocks(&batch.blocks)?;
-        self.partition_blocks(&blocks)?;
-        let mut tx = self.client.transaction().map_err(map_err)?;
+        if self.open && self.needs_partitions(&blocks) {
+            // Made outside any transaction (below): what is staged is committed first.
+            self.finish()?;
+        }
+        if !self.open {
+            self.partition_blocks(&blocks)?;
+            self.client.batch_execute("BEGIN").map_err(map_err)?;
+            self.open = true;
+        }
+        let tx = &mut self.client;
         let dictionaries = &mut self.dictionaries;
         resolve(
-            &mut tx,
+            tx,
             &mut dictionaries.parties,
             "parties",
             batch.ledger_rows.iter().map(|row| row.party.as_bytes()),
         )?;
         resolve(
-            &mut tx,
+            tx,
             &mut dictionaries.assets,
             "assets",
             batch.ledger_rows.iter().map(|row| row.asset.as_bytes()),
         )?;
         resolve(
-            &mut tx,
+            tx,
             &mut dictionaries.specs,
             "oracle_specs",
             batch
@@ -224,32 +242,71 @@ impl PgWriter {
             };
             ledger.push((dictionaries.parties[row.party.as_bytes()], line));
         }
-        segments::store(&mut tx, &mut self.ledger, ledger)?;
+        segments::store(tx, &mut self.ledger, ledger, then)?;
         // Each datum under `ALL_DATA`, then its matches under their specs.
         let specs = &dictionaries.specs;
         segment::store_oracle(
             &batch.oracle_rows,
             ALL_DATA,
             |spec| Ok(specs[spec]),
-            |lines| segments::store(&mut tx, &mut self.oracle, lines),
+            |lines| segments::store(tx, &mut self.oracle, lines, then),
         )?;
         let highest = match self.highest {
             Some(highest) => highest,
-            None => max_height(&mut tx)?,
+            None => max_height(tx)?,
         };
-        store_blocks(&mut tx, &blocks, highest)?;
+        store_blocks(tx, &blocks, highest)?;
         if let Some(chain_id) = &batch.chain_id {
-            record_chain(&mut tx, chain_id)?;
+            record_chain(tx, chain_id)?;
         }
         let batch_highest = blocks.iter().map(|block| block.0).max();
-        let highest = highest.max(batch_highest.unwrap_or(i64::MIN));
-        // Announced to the servers that listen (`tip.rs`): PostgreSQL delivers it once the
-        // commit is visible, and not at all if it fails.
-        tx.batch_execute(&format!("NOTIFY {}, '{highest}'", super::tip::CHANNEL))
+        // Within the open transaction: forgotten with it if it fails.
+        self.highest = Some(highest.max(batch_highest.unwrap_or(i64::MIN)));
+        match then {
+            Then::Commit => self.finish(),
+            Then::KeepOpen => Ok(()),
+        }
+    }
+
+    /// Whether the blocks need a partition of `blocks` not known to exist.
+    fn needs_partitions(&self, blocks: &[BlockRow]) -> bool {
+        blocks.iter().any(|block| {
+            !self
+                .block_partitions
+                .contains(&schema::block_partition(block.0))
+        })
+    }
+
+    /// Commits the open transaction, announcing its highest block to the servers that listen
+    /// (`tip.rs`): PostgreSQL delivers the notification once the commit is visible, and not at
+    /// all if it fails.
+    fn finish(&mut self) -> Result<(), Error> {
+        segments::write_held(&mut self.client, &mut self.ledger)?;
+        segments::write_held(&mut self.client, &mut self.oracle)?;
+        let highest = self.highest.unwrap_or(i64::MIN);
+        self.client
+            .batch_execute(&format!(
+                "NOTIFY {}, '{highest}'; COMMIT",
+                super::tip::CHANNEL
+            ))
             .map_err(map_err)?;
-        tx.commit().map_err(map_err)?;
-        self.highest = Some(highest);
+        self.open = false;
         Ok(())
+    }
+
+    /// After a failed write: rolls the open transaction back and forgets what the writer
+    /// cached from it.
+    fn undo(&mut self) {
+        if self.open {
+            // A broken connection has rolled back already, and fails every later write.
+            let _ = self.client.batch_execute("ROLLBACK");
+            self.open = false;
+        }
+        self.dictionaries = Dictionaries::default();
+        self.highest = None;
+        self.block_partitions.clear();
+        self.ledger.forget();
+        self.oracle.forget();
     }
 }
 
@@ -264,7 +321,7 @@ fn max_height(client: &mut impl GenericClient) -> Result<i64, Error> {
 /// Stores a batch's merged blocks. Blocks above every stored one (`highest`), as a stream's
 /// new blocks are, are copied straight in (a third of the time of the upsert, per batch of a
 /// few thousand); otherwise each is merged with the stored one, if any, as the trait says.
-fn store_blocks(tx: &mut Transaction<'_>, blocks: &[BlockRow], highest: i64) -> Result<(), Error> {
+fn store_blocks(tx: &mut Client, blocks: &[BlockRow], highest: i64) -> Result<(), Error> {
     if blocks.is_empty() {
         return Ok(());
     }
@@ -335,12 +392,10 @@ impl IngestWriter for PgWriter {
             .collect())
     }
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        storage::backend::commit_whole(self, batch, Self::write, |writer| {
-            writer.dictionaries = Dictionaries::default();
-            writer.highest = None;
-            writer.block_partitions.clear();
-            writer.ledger.forget();
-            writer.oracle.forget();
-        })
+        storage::backend::write_whole(self, batch, Then::Commit, Self::write, Self::undo)
+    }
+
+    fn stage(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+        storage::backend::write_whole(self, batch, Then::KeepOpen, Self::write, Self::undo)
     }
 }

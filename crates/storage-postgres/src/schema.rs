@@ -12,7 +12,7 @@ use postgres::{Client, Transaction};
 
 use super::segments::{self, ALL_DATA, LEDGER, ORACLE};
 use super::{map_err, packed};
-use storage::backend::Migrated;
+use storage::backend::{Migrated, Then};
 use storage::segment::Line;
 use storage::{
     Error, Incompatible, ROW_FORMAT, Upgrade, row_format_mismatch, upgradable, upgrade_needed,
@@ -427,7 +427,7 @@ fn oracle_into_segments(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Erro
                     )
                 })
                 .collect();
-            segments::store(tx, &mut statements, lines)?;
+            segments::store(tx, &mut statements, lines, Then::Commit)?;
         }
     }
     tx.batch_execute("DROP TABLE oracle_spec_data, oracle_data")

@@ -13,12 +13,13 @@ use std::ops::Deref;
 
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
-use postgres::{GenericClient, Statement, Transaction};
+use postgres::{GenericClient, Statement};
 
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
 use storage::Bug;
 use storage::Error;
+use storage::backend::Then;
 use storage::segment::{
     self, Ask, Engine, Kept, Line, LineKey, Packing, Segment, SegmentTable, Touched, trailing_run,
 };
@@ -165,39 +166,60 @@ impl Statements {
 }
 
 /// Lays the batch's lines, each with its owner's dictionary id, into the owners' segments,
-/// inside the batch's transaction (see `Engine::store`): returns the lines whose keys were
+/// inside the batch's transaction (see `Engine::lay`): returns the lines whose keys were
 /// stored already with other bytes.
 pub(super) fn store(
-    tx: &mut Transaction<'_>,
+    tx: &mut impl GenericClient,
     statements: &mut Statements,
     lines: Vec<(i32, Line<'_>)>,
+    then: Then,
 ) -> Result<Kept<i32>, Error> {
-    let Statements {
-        table,
-        touched,
-        delete,
-        engine,
-    } = statements;
-    engine.store(
-        &mut PgTable {
-            tx,
+    let (engine, mut table) = statements.table(tx);
+    engine.lay(&mut table, lines, then)
+}
+
+/// Writes the segments the engine holds (see `Engine::write_held`): before a commit.
+pub(super) fn write_held(
+    tx: &mut impl GenericClient,
+    statements: &mut Statements,
+) -> Result<(), Error> {
+    let (engine, mut table) = statements.table(tx);
+    engine.write_held(&mut table)
+}
+
+impl Statements {
+    /// The engine, and the table as it sees it through `tx`.
+    fn table<'a, C: GenericClient>(
+        &'a mut self,
+        tx: &'a mut C,
+    ) -> (&'a mut Engine<i32>, PgTable<'a, C>) {
+        let Statements {
             table,
             touched,
             delete,
-        },
-        lines,
-    )
+            engine,
+        } = self;
+        (
+            engine,
+            PgTable {
+                tx,
+                table,
+                touched,
+                delete,
+            },
+        )
+    }
 }
 
 /// A table of segments inside a batch's transaction, as the engine sees it.
-struct PgTable<'a, 't> {
-    tx: &'a mut Transaction<'t>,
+struct PgTable<'a, C> {
+    tx: &'a mut C,
     table: &'static Table,
     touched: &'a Statement,
     delete: &'a Statement,
 }
 
-impl SegmentTable for PgTable<'_, '_> {
+impl<C: GenericClient> SegmentTable for PgTable<'_, C> {
     type Owner = i32;
 
     fn touched(&mut self, asks: &[Ask<i32>], packing: Packing) -> Result<Touched<i32>, Error> {
@@ -267,7 +289,7 @@ impl SegmentTable for PgTable<'_, '_> {
 /// A stored segment's compressed lines and index, as a row holds them.
 type Blobs<'r> = (&'r [u8], &'r [u8]);
 
-impl PgTable<'_, '_> {
+impl<C: GenericClient> PgTable<'_, C> {
     /// The segment of `owner` at `key` from its stored blobs, checked.
     fn unpack(&self, owner: i32, key: LineKey, (lines, keys): Blobs<'_>) -> Result<Segment, Error> {
         let table = self.table;
@@ -330,7 +352,11 @@ const BASE_COLUMNS: usize = 9;
 /// Copies new segments in, each keyed by its last line, its blobs compressed, with binary
 /// `COPY`: each segment is compressed as the copy reaches it, while the server takes the
 /// previous ones.
-fn write(tx: &mut Transaction<'_>, table: &Table, fresh: &[(i32, Segment)]) -> Result<(), Error> {
+fn write(
+    tx: &mut impl GenericClient,
+    table: &Table,
+    fresh: &[(i32, Segment)],
+) -> Result<(), Error> {
     let sink = tx
         .copy_in(&format!("COPY {} FROM STDIN (FORMAT binary)", table.name))
         .map_err(map_err)?;

@@ -111,21 +111,31 @@ pub fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {
     (low <= high).then_some((low, high))
 }
 
-/// The `commit` of every backend's writer: an empty batch writes nothing; a failed one makes
-/// `forget_keys` drop the writer's cached dictionary keys, since the keys handed out inside the
-/// failed transaction are gone with it.
-pub fn commit_whole<W>(
+/// What a backend's writer does after writing a batch: commit its transaction
+/// ([`IngestWriter::commit`]), or keep it open for the next batch
+/// ([`IngestWriter::stage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Commit the transaction.
+    Commit,
+    /// Leave it open.
+    KeepOpen,
+}
+
+/// The `commit` and `stage` of every backend's writer: `write` writes the batch into the open
+/// transaction (beginning one) and does what `then` says; when it fails, `undo` rolls the open
+/// transaction back and drops what the writer cached from it (dictionary keys, segments), since
+/// all of it is gone with the transaction.
+pub fn write_whole<W>(
     writer: &mut W,
     batch: &IngestBatch,
-    write: fn(&mut W, &IngestBatch) -> Result<(), Error>,
-    forget_keys: fn(&mut W),
+    then: Then,
+    write: fn(&mut W, &IngestBatch, Then) -> Result<(), Error>,
+    undo: fn(&mut W),
 ) -> Result<(), Error> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let result = write(writer, batch);
+    let result = write(writer, batch, then);
     if result.is_err() {
-        forget_keys(writer);
+        undo(writer);
     }
     result
 }

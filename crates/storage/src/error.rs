@@ -212,6 +212,9 @@ pub enum Bug {
     /// A read made of several statements ended before its last one answered.
     #[error("a scan of several statements stopped after one")]
     ScanStopped,
+    /// A segment held for the transaction's end is no longer in the writer's memory.
+    #[error("a held segment was forgotten before it was written")]
+    HeldForgotten,
 }
 
 impl From<Bug> for Error {

@@ -319,11 +319,25 @@ pub trait IngestWriter: Send {
     /// The blocks stored at `height` (none above `i64::MAX`), in the order of their
     /// `seq_base`: at most two, and two only at the first height of a chain.
     fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, Error>;
-    /// Writes the batch in one transaction: all of it or none of it. Rows already stored are
-    /// left as they are; block records merge (see [`IngestBatch`]); a height or sequence number
-    /// above `i64::MAX` fails the whole batch with [`Error::OutOfRange`], a chain id other
-    /// than the stored one with [`Error::OtherChain`].
+    /// Writes the batch, and every batch [staged](Self::stage) since the last commit, in one
+    /// transaction: all of it or none of it. Rows already stored are left as they are; block
+    /// records merge (see [`IngestBatch`]); a height or sequence number above `i64::MAX` fails
+    /// the whole transaction with [`Error::OutOfRange`], a chain id other than the stored one
+    /// with [`Error::OtherChain`]. An empty batch commits what is staged, if anything.
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error>;
+
+    /// Writes the batch into the transaction the next [`commit`](Self::commit) ends, so that
+    /// a transaction can span more rows than the writer holds in memory at once: an ingest
+    /// stages batches of a bounded size and commits once a transaction is worth its cost.
+    /// Nothing staged is visible to readers before that commit, and a failure of any staged
+    /// batch or of the commit undoes them all; what this writer reads ([`blocks`]) includes
+    /// them. The default commits the batch at once, which a caller must accept too: staging
+    /// only allows a store to commit later.
+    ///
+    /// [`blocks`]: Self::blocks
+    fn stage(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+        self.commit(batch)
+    }
 }
 
 /// Real ids from the store, for ready-to-paste example URLs.

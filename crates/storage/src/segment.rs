@@ -140,23 +140,37 @@ impl<O: Copy + Eq + Hash> Tails<O> {
     }
 
     /// The run of `owner`, when a batch whose first line is at `first` only appends to it and
-    /// the owner is known (`Some` of an empty run when its last segment is not small); `None`
-    /// when the owner is unknown or the batch does not only append (then the stored segments
-    /// are read back). The owner is forgotten until [`remember`](Self::remember)ed again.
-    pub fn take(&mut self, owner: O, first: LineKey) -> Option<Run> {
-        let tail = self.tails.remove(&owner)?;
+    /// the owner is known (`Ok` of an empty run when its last segment is not small). Otherwise
+    /// `Err`: of the run when the owner is known but the batch does not only append, of `None`
+    /// when the owner is unknown; either way its stored segments are read back. The owner is
+    /// forgotten until [`remember`](Self::remember)ed again.
+    pub fn take(&mut self, owner: O, first: LineKey) -> Result<Run, Option<Run>> {
+        let tail = self.tails.remove(&owner).ok_or(None)?;
         self.bytes -= run_bytes(&tail.run);
-        (tail.last < first).then_some(tail.run)
+        if tail.last < first {
+            Ok(tail.run)
+        } else {
+            Err(Some(tail.run))
+        }
     }
 
     /// Remembers that `owner`'s segments end at `last` with `run`, within the bound; beyond it
-    /// the owner stays unknown, and its next batch reads its segments back.
-    pub fn remember(&mut self, owner: O, last: LineKey, run: Run) {
+    /// the owner stays unknown, its next batch reads its segments back, and the run is handed
+    /// back.
+    pub fn remember(&mut self, owner: O, last: LineKey, run: Run) -> Result<(), Run> {
         let bytes = run_bytes(&run);
-        if self.bytes + bytes <= self.max_bytes {
-            self.bytes += bytes;
-            self.tails.insert(owner, Tail { last, run });
+        if self.bytes + bytes > self.max_bytes {
+            return Err(run);
         }
+        self.bytes += bytes;
+        self.tails.insert(owner, Tail { last, run });
+        Ok(())
+    }
+
+    /// The last segment of `owner`'s remembered run.
+    pub fn last_segment(&self, owner: O) -> Option<&Segment> {
+        let (_, segment) = self.tails.get(&owner)?.run.last()?;
+        Some(segment)
     }
 }
 
@@ -611,24 +625,30 @@ mod tests {
         let large_key = (22, 1, 0, 0);
         // Runs of two of the small segment's size at most.
         let mut tails = Tails::bounded(2 * small.bytes());
-        tails.remember(1, small_key, run.clone());
-        tails.remember(2, large_key, Run::new());
-        tails.remember(3, small_key, run.clone());
-        // Full: owner 4 stays unknown; an empty run costs no bytes and is still known.
-        tails.remember(4, small_key, run.clone());
-        tails.remember(5, large_key, Run::new());
-        assert_eq!(tails.take(4, (100, 0, 0, 0)), None);
-        assert_eq!(tails.take(5, (100, 0, 0, 0)), Some(Run::new()));
-        assert_eq!(tails.take(1, (100, 0, 0, 0)), Some(run.clone()));
+        let later = (100, 0, 0, 0);
+        assert_eq!(tails.remember(1, small_key, run.clone()), Ok(()));
+        assert_eq!(tails.remember(2, large_key, Run::new()), Ok(()));
+        assert_eq!(tails.remember(3, small_key, run.clone()), Ok(()));
+        // Full: owner 4 stays unknown, its run handed back; an empty run costs no bytes and is
+        // still known.
+        assert_eq!(tails.remember(4, small_key, run.clone()), Err(run.clone()));
+        assert_eq!(tails.remember(5, large_key, Run::new()), Ok(()));
+        assert_eq!(tails.take(4, later), Err(None));
+        assert_eq!(tails.take(5, later), Ok(Run::new()));
+        assert_eq!(tails.last_segment(1), Some(&small));
+        assert_eq!(tails.take(1, later), Ok(run.clone()));
         // Taken: forgotten, and its bytes free again for another owner.
-        assert_eq!(tails.take(1, (100, 0, 0, 0)), None);
-        tails.remember(4, small_key, run.clone());
-        assert!(tails.take(4, (100, 0, 0, 0)).is_some());
-        // A batch that does not only append reads the stored segments back.
-        assert_eq!(tails.take(2, large_key), None);
-        tails.remember(3, small_key, run);
+        assert_eq!(tails.take(1, later), Err(None));
+        assert_eq!(tails.last_segment(1), None);
+        assert_eq!(tails.remember(4, small_key, run.clone()), Ok(()));
+        assert!(tails.take(4, later).is_ok());
+        // A batch that does not only append reads the stored segments back, and gets the run.
+        assert_eq!(tails.take(2, large_key), Err(Some(Run::new())));
+        assert_eq!(tails.remember(3, small_key, run.clone()), Ok(()));
+        assert_eq!(tails.take(3, small_key), Err(Some(run.clone())));
+        assert_eq!(tails.remember(3, small_key, run), Ok(()));
         tails.forget();
-        assert_eq!(tails.take(3, (100, 0, 0, 0)), None);
+        assert_eq!(tails.take(3, later), Err(None));
     }
 
     #[derive(Default)]

@@ -42,7 +42,8 @@ pub use oracle::{
 pub use writer::{
     a_datum_twice_in_one_batch_reads_as_the_first, block, block_state_round_trips,
     chain_tip_follows_commits, committing_a_batch_twice_adds_nothing, empty_store_is_healthy,
-    failed_commit_leaves_nothing_and_the_writer_usable, two_blocks_of_one_height_and_one_chain,
+    failed_commit_leaves_nothing_and_the_writer_usable, staged_batches_commit_as_one_transaction,
+    two_blocks_of_one_height_and_one_chain,
 };
 
 /// One `#[test]` per suite function for a backend. `$run` is a function
@@ -72,6 +73,7 @@ macro_rules! backend_tests {
             two_blocks_of_one_height_and_one_chain,
             chain_tip_follows_commits,
             failed_commit_leaves_nothing_and_the_writer_usable,
+            staged_batches_commit_as_one_transaction,
             empty_store_is_healthy,
         );
     };

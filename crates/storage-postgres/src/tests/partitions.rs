@@ -7,6 +7,7 @@ use crate::schema::{BLOCKS_PER_PARTITION, DEFAULT_PARTITIONS, MAX_PARTITIONS, MI
 use crate::segments::{LEDGER, ORACLE};
 use crate::{PgConfig, PgStore};
 use oracle_core::PaginationParams;
+use storage::backend::Store as _;
 use storage::{Health as _, IngestBatch, IngestWriter as _, suite};
 
 /// How many partitions each table of segments has, ledger's then oracle data's.
@@ -227,6 +228,35 @@ fn blocks_are_range_partitioned_as_batches_reach_new_heights() {
         store.tip.wait_until(NEVER, |seen, _| *seen == wanted),
         wanted
     );
+}
+
+/// A batch staged after others that reaches a new partition of `blocks`: the partition is made
+/// outside any transaction (making it locks `blocks` against readers until its transaction
+/// ends), so what was staged before is committed first, and the rest at the commit.
+#[test]
+fn a_staged_batch_reaching_a_new_partition_commits_what_was_staged_first() {
+    let Some((db, mut writer)) = across_a_boundary("a_staged_batch_reaching_a_new_partition")
+    else {
+        return;
+    };
+    let per = BLOCKS_PER_PARTITION as u64;
+    let store = PgStore::open(db.url(), PgConfig::default()).unwrap();
+    writer.stage(&blocks_at(&[per + 1])).unwrap();
+    store.refresh_chain_tip().unwrap();
+    assert_eq!(store.chain_tip().unwrap(), super::tip(per - 1, per));
+    writer.stage(&blocks_at(&[2 * per])).unwrap();
+    store.refresh_chain_tip().unwrap();
+    assert_eq!(store.chain_tip().unwrap(), super::tip(per - 1, per + 1));
+    assert_eq!(
+        block_partitions(&db).last(),
+        Some(&format!("blocks_from_{}", 2 * per))
+    );
+    suite::commit(&mut writer, &IngestBatch::default());
+    store.refresh_chain_tip().unwrap();
+    assert_eq!(store.chain_tip().unwrap(), super::tip(per - 1, 2 * per));
+    let lines = suite::export(&store, &suite::filter(1, None, None, None)).0;
+    let heights = [per - 1, per, per + 1, 2 * per].map(|height| height.to_string());
+    assert_eq!(lines, heights);
 }
 
 /// An operator archives the oldest heights by detaching their partition: no answer changes but

@@ -24,11 +24,13 @@
 //! check; the writer's lock keeps anyone else from writing in between. An owner whose lines are
 //! all stored already (a re-run) is not rewritten at all.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 use super::{Line, LineKey, Run, Segment, Tails, rebuild};
 use crate::Error;
+use crate::backend::Then;
+use crate::error::Bug;
 
 /// Where segments are cut: the packing policy of one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +135,9 @@ pub struct Engine<O> {
     /// The most owners of a batch whose stored segments one [`SegmentTable::touched`] reads
     /// back: [`READ_OWNERS`].
     read_owners: usize,
+    /// The owners whose remembered run ends with a held segment: built by
+    /// [`stage`](Self::stage) in the open transaction, and not written yet.
+    held: HashSet<O>,
 }
 
 /// How many bytes of new segments a batch holds in memory before it writes them: whatever its
@@ -176,6 +181,8 @@ struct Rewrite {
     fresh: Vec<Segment>,
     /// When it only appended: the owner's run after it.
     run: Option<Run>,
+    /// Whether the run's last segment is held rather than written (see [`Engine::stage`]).
+    held: bool,
 }
 
 impl<O: Copy + Eq + Hash + Ord> Engine<O> {
@@ -186,21 +193,77 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             tails: Tails::default(),
             write_bytes: WRITE_BYTES,
             read_owners: READ_OWNERS,
+            held: HashSet::new(),
         }
     }
 
-    /// Forgets the owners' last segments: a transaction that wrote them failed, or another
-    /// writer may have changed them.
+    /// Forgets the owners' last segments, held ones included: a transaction that wrote them
+    /// failed, or another writer may have changed them.
     pub fn forget(&mut self) {
         self.tails.forget();
+        self.held.clear();
     }
 
-    /// Lays the batch's lines, each with its owner, into the owners' segments in `table`. A
+    /// Lays the batch's lines, each with its owner, into the owners' segments in `table`, and
+    /// writes every held segment ([`stage`](Self::stage)): what the transaction ends with. A
     /// line whose key is stored already is not written: the stored one stays, and of two lines
     /// at one key in the batch the first. Those among them whose stored bytes differ are
     /// returned (a re-run that brings other bytes for a stored key; empty otherwise), so that a
     /// caller writing the same line elsewhere can write it as stored.
     pub fn store<T: SegmentTable<Owner = O>>(
+        &mut self,
+        table: &mut T,
+        lines: Vec<(O, Line<'_>)>,
+    ) -> Result<Kept<O>, Error> {
+        let kept = self.stage(table, lines)?;
+        self.write_held(table)?;
+        Ok(kept)
+    }
+
+    /// [`store`](Self::store) when the transaction commits after this batch, else
+    /// [`stage`](Self::stage).
+    pub fn lay<T: SegmentTable<Owner = O>>(
+        &mut self,
+        table: &mut T,
+        lines: Vec<(O, Line<'_>)>,
+        then: Then,
+    ) -> Result<Kept<O>, Error> {
+        match then {
+            Then::Commit => self.store(table, lines),
+            Then::KeepOpen => self.stage(table, lines),
+        }
+    }
+
+    /// Writes the segments held by [`stage`](Self::stage): a transaction must not commit
+    /// before.
+    pub fn write_held<T: SegmentTable<Owner = O>>(&mut self, table: &mut T) -> Result<(), Error> {
+        let mut owners: Vec<O> = self.held.drain().collect();
+        owners.sort_unstable();
+        let (mut fresh, mut bytes) = (Vec::new(), 0);
+        for owner in owners {
+            let segment = self.tails.last_segment(owner).ok_or(Bug::HeldForgotten)?;
+            bytes += segment.bytes();
+            fresh.push((owner, segment.clone()));
+            if bytes >= self.write_bytes {
+                table.insert(&fresh)?;
+                (fresh, bytes) = (Vec::new(), 0);
+            }
+        }
+        if !fresh.is_empty() {
+            table.insert(&fresh)?;
+        }
+        Ok(())
+    }
+
+    /// [`store`](Self::store), but a batch that only appends a small segment of its own to an
+    /// owner's run (or lines to the run's held segment) holds it in the run the writer
+    /// remembers instead of writing it, until [`write_held`](Self::write_held) or a later
+    /// batch that merges the run. So a transaction of several batches writes one small
+    /// segment per owner, not one per batch: what a batch costs is its owners more than its
+    /// lines. Nothing held is in `table` meanwhile; an owner whose run cannot be remembered
+    /// (beyond [`TAILS_BYTES`](super::TAILS_BYTES)) or that a batch does not only append to
+    /// has its held segment written at once.
+    pub fn stage<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
         mut lines: Vec<(O, Line<'_>)>,
@@ -224,9 +287,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             ) = self.read_back(table, group)?;
             for owner_lines in group {
                 let owner = owner_lines[0].0;
-                let mut segments = match known.remove(&owner) {
-                    Some(run) => run,
-                    None => stored.remove(&owner).unwrap_or_default(),
+                let (mut segments, held) = match known.remove(&owner) {
+                    Some(run) => (run, self.held.remove(&owner)),
+                    None => (stored.remove(&owner).unwrap_or_default(), false),
                 };
                 segments.sort_unstable_by_key(|(key, _)| *key);
                 // Not when the lines fall in a gap before a stored segment: none is among them, but
@@ -235,22 +298,40 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                 let appends = segments.last().is_none_or(|(last, _)| *last < first)
                     && last_keys.get(&owner).is_none_or(|last| *last < first);
                 let rewrite = if appends {
-                    self.append(segments, owner_lines)?
+                    self.append(segments, held, owner_lines)?
                 } else {
                     match self.merge(owner, segments, owner_lines, &mut kept)? {
                         Some(rewrite) => rewrite,
                         None => continue,
                     }
                 };
-                if let Some(run) = rewrite.run {
-                    let last = rewrite.fresh.last().and_then(Segment::last_key);
+                let Rewrite {
+                    doomed: gone,
+                    fresh: mut made,
+                    run,
+                    held,
+                } = rewrite;
+                if let Some(run) = run {
+                    let last_made = made.last().and_then(Segment::last_key);
+                    let last = run.last().map(|(key, _)| *key).max(last_made);
                     if let Some(last) = last {
-                        self.tails.remember(owner, last, run);
+                        match self.tails.remember(owner, last, run) {
+                            Ok(()) if held => {
+                                self.held.insert(owner);
+                            }
+                            Ok(()) => {}
+                            // Not remembered: a held segment is written with the others.
+                            Err(mut run) => {
+                                if held && let Some((_, segment)) = run.pop() {
+                                    made.push(segment);
+                                }
+                            }
+                        }
                     }
                 }
-                doomed.extend(rewrite.doomed.into_iter().map(|key| (owner, key)));
-                fresh_bytes += rewrite.fresh.iter().map(Segment::bytes).sum::<usize>();
-                fresh.extend(rewrite.fresh.into_iter().map(|segment| (owner, segment)));
+                doomed.extend(gone.into_iter().map(|key| (owner, key)));
+                fresh_bytes += made.iter().map(Segment::bytes).sum::<usize>();
+                fresh.extend(made.into_iter().map(|segment| (owner, segment)));
                 if fresh_bytes >= self.write_bytes {
                     write(table, &mut doomed, &mut fresh)?;
                     fresh_bytes = 0;
@@ -263,7 +344,8 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
 
     /// For a group of a batch's owners (each its lines, in key order): the runs this writer
     /// remembers of those that only append to them, taken from its memory, and what `table`
-    /// holds of the others, read in one [`SegmentTable::touched`] (none when all are known).
+    /// holds of the others, read in one [`SegmentTable::touched`] (none when all are known),
+    /// once their held segments, if any, are written.
     fn read_back<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
@@ -271,18 +353,30 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     ) -> Result<(HashMap<O, Run>, Touched<O>), Error> {
         let mut known = HashMap::new();
         let mut asks = Vec::new();
+        let mut unheld = Vec::new();
         for owner_lines in group {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
             match self.tails.take(owner, first) {
-                Some(run) => {
+                Ok(run) => {
                     known.insert(owner, run);
                 }
-                None => asks.push(Ask {
-                    owner,
-                    first,
-                    last_time: owner_lines[owner_lines.len() - 1].1.key.0,
-                }),
+                Err(stale) => {
+                    if let Some(mut run) = stale
+                        && self.held.remove(&owner)
+                        && let Some((_, segment)) = run.pop()
+                    {
+                        unheld.push((owner, segment));
+                    }
+                    asks.push(Ask {
+                        owner,
+                        first,
+                        last_time: owner_lines[owner_lines.len() - 1].1.key.0,
+                    });
+                }
             }
+        }
+        if !unheld.is_empty() {
+            table.insert(&unheld)?;
         }
         let read = if asks.is_empty() {
             Touched::default()
@@ -292,9 +386,10 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         Ok((known, read))
     }
 
-    /// Lines that all come after the owner's stored ones, `run` its run: a segment of their own
-    /// after it while the run stays within the policy's bounds, or else merged with it.
-    fn append(&self, mut run: Run, lines: &[(O, Line<'_>)]) -> Result<Rewrite, Error> {
+    /// Lines that all come after the owner's stored ones, `run` its run (its last segment
+    /// `held` or stored): added to the held segment, or held as a segment of their own after
+    /// the run, while the run stays within the policy's bounds; or else merged with it.
+    fn append(&self, mut run: Run, held: bool, lines: &[(O, Line<'_>)]) -> Result<Rewrite, Error> {
         let Packing {
             seal,
             small_tail,
@@ -303,20 +398,36 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         let lines = || lines.iter().map(|(_, line)| *line);
         let new_bytes: usize = lines().map(|line| line.csv.len()).sum();
         let run_bytes: usize = run.iter().map(|(_, segment)| segment.csv.len()).sum();
-        if run.len() < most && run_bytes + new_bytes < small_tail {
-            let fresh = rebuild(&[], lines(), seal)?;
-            run.extend(
-                fresh
-                    .iter()
-                    .filter_map(|s| Some((s.last_key()?, s.clone()))),
-            );
+        let segments_after = run.len() + usize::from(!held);
+        if segments_after <= most && run_bytes + new_bytes < small_tail {
+            if held && let Some((key, segment)) = run.last_mut() {
+                for line in lines() {
+                    segment.push(line.key, line.asset, line.csv)?;
+                }
+                *key = segment.last_key().unwrap_or(*key);
+                return Ok(Rewrite {
+                    doomed: Vec::new(),
+                    fresh: Vec::new(),
+                    run: Some(run),
+                    held: true,
+                });
+            }
+            // Under `small_tail` bytes, so one segment.
+            let mut fresh = rebuild(&[], lines(), seal)?;
+            let last = fresh.pop();
+            run.extend(last.and_then(|s| Some((s.last_key()?, s))));
             return Ok(Rewrite {
                 doomed: Vec::new(),
                 fresh,
                 run: Some(run),
+                held: true,
             });
         }
-        let (doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
+        let (mut doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
+        if held {
+            // Never written: nothing to delete.
+            doomed.pop();
+        }
         let fresh = rebuild(&segments, lines(), seal)?;
         let run = fresh
             .last()
@@ -328,6 +439,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             doomed,
             fresh,
             run: Some(run),
+            held: false,
         })
     }
 
@@ -356,6 +468,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             doomed,
             fresh,
             run: None,
+            held: false,
         }))
     }
 }
@@ -469,6 +582,15 @@ mod tests {
         table: &mut Memory,
         lines: &[(u8, LineKey, &str)],
     ) -> Kept<u8> {
+        lay(engine, table, lines, Then::Commit)
+    }
+
+    fn lay(
+        engine: &mut Engine<u8>,
+        table: &mut Memory,
+        lines: &[(u8, LineKey, &str)],
+        then: Then,
+    ) -> Kept<u8> {
         let lines = lines
             .iter()
             .map(|(owner, key, csv)| {
@@ -482,7 +604,7 @@ mod tests {
                 )
             })
             .collect();
-        engine.store(table, lines).unwrap()
+        engine.lay(table, lines, then).unwrap()
     }
 
     fn at(time: i64) -> LineKey {
@@ -726,5 +848,94 @@ mod tests {
             [(at(1), "t1\n".to_owned()), (at(3), "t3\n".to_owned())]
         );
         assert_eq!(table.lines(2), [(at(2), "t2\n".to_owned())]);
+    }
+    /// Stages a batch of one line: its owner, time and bytes.
+    fn stage_one(engine: &mut Engine<u8>, table: &mut Memory, (owner, time, csv): (u8, i64, &str)) {
+        lay(engine, table, &[(owner, at(time), csv)], Then::KeepOpen);
+    }
+
+    /// The sizes of the stored segments' lines, in owner and key order.
+    fn sizes(table: &Memory) -> Vec<usize> {
+        table.segments.values().map(|s| s.csv.len()).collect()
+    }
+
+    #[test]
+    fn staged_appends_are_held_until_the_transaction_ends() {
+        let batches = |owner: u8| (1..=3).map(move |time| [(owner, at(time), "line\n")]);
+        // Committed batch by batch: a small segment each.
+        let (mut engine, mut committed) = (Engine::new(PACKING), Memory::default());
+        for batch in batches(7) {
+            store(&mut engine, &mut committed, &batch);
+        }
+        assert_eq!(sizes(&committed), [5, 5, 5]);
+        // Staged in one transaction: nothing written until it ends, then one segment.
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        for (first, second) in batches(7).zip(batches(8)) {
+            lay(&mut engine, &mut table, &first, Then::KeepOpen);
+            lay(&mut engine, &mut table, &second, Then::KeepOpen);
+        }
+        assert!(table.segments.is_empty());
+        assert_eq!(table.insert_calls, 0);
+        engine.write_held(&mut table).unwrap();
+        assert_eq!(sizes(&table), [15, 15]);
+        assert_eq!(table.lines(7), committed.lines(7));
+        // Written once: the next transaction's held segment follows it, and the one after
+        // merges both, deleting only what was written.
+        engine.write_held(&mut table).unwrap();
+        assert_eq!(table.insert_calls, 1);
+        stage_one(&mut engine, &mut table, (7, 4, "x\n"));
+        stage_one(&mut engine, &mut table, (7, 5, "y\n"));
+        assert_eq!(sizes(&table), [15, 15]);
+        lay(
+            &mut engine,
+            &mut table,
+            &[(7, at(6), "line\n")],
+            Then::Commit,
+        );
+        assert_eq!(sizes(&table), [24, 15]);
+        assert_eq!(table.deleted.len(), 1);
+        assert_eq!(table.lines(7).len(), 6);
+        // Each owner's first batch asked; every later one appended to a known run.
+        assert_eq!(table.touched_calls, 2);
+    }
+
+    #[test]
+    fn a_held_segment_is_written_before_its_owner_is_read_back() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        stage_one(&mut engine, &mut table, (7, 5, "five\n"));
+        // Not an append: the owner's segments are read back, the held one with them.
+        stage_one(&mut engine, &mut table, (7, 3, "three\n"));
+        engine.write_held(&mut table).unwrap();
+        assert_eq!(
+            table.lines(7),
+            [(at(3), "three\n".to_owned()), (at(5), "five\n".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_held_segment_not_remembered_is_written_at_once() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        engine.tails = Tails::bounded(0);
+        stage_one(&mut engine, &mut table, (7, 1, "one\n"));
+        assert_eq!(table.lines(7), [(at(1), "one\n".to_owned())]);
+        engine.write_held(&mut table).unwrap();
+        assert_eq!(table.insert_calls, 1);
+    }
+
+    #[test]
+    fn a_forgetful_engine_holds_nothing() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        stage_one(&mut engine, &mut table, (7, 1, "one\n"));
+        // The transaction failed: what it held is gone with it.
+        engine.forget();
+        engine.write_held(&mut table).unwrap();
+        assert!(table.segments.is_empty());
+        lay(
+            &mut engine,
+            &mut table,
+            &[(7, at(2), "two\n")],
+            Then::Commit,
+        );
+        assert_eq!(table.lines(7), [(at(2), "two\n".to_owned())]);
     }
 }

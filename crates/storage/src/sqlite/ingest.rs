@@ -1,15 +1,15 @@
-//! The single writer: whole batches of blocks in one transaction each.
+//! The single writer: whole batches of blocks, in transactions of one batch or of several
+//! (`IngestWriter::stage`).
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
-};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::checkpoint::Checkpoints;
 use super::segments::{ALL_DATA, LEDGER, ORACLE, Segments};
 use super::{connect, map_err};
+use crate::backend::Then;
 use crate::segment::{self, Engine, Line};
 use crate::tip;
 use crate::{
@@ -23,6 +23,9 @@ pub struct SqliteWriter {
     dictionaries: Dictionaries,
     tails: Tails,
     checkpoints: Checkpoints,
+    /// The open transaction, if batches are staged in it: the connection's `data_version`
+    /// when it began.
+    open: Option<i64>,
 }
 
 /// The segment engines of the ledger and of the oracle data, with what each knows of its
@@ -86,7 +89,7 @@ impl Dictionaries {
     /// The integer key of `hex` in `dictionary`, added when new.
     fn key(
         &mut self,
-        tx: &Transaction<'_>,
+        conn: &Connection,
         dictionary: Dictionary,
         hex: &[u8; 32],
     ) -> Result<i64, Error> {
@@ -94,17 +97,17 @@ impl Dictionaries {
             return Ok(*key);
         }
         let table = dictionary.table();
-        let existing: Option<i64> = tx
+        let existing: Option<i64> = conn
             .prepare_cached(&format!("SELECT id FROM {table} WHERE hex = ?1"))
             .and_then(|mut stmt| stmt.query_row([&hex[..]], |row| row.get(0)).optional())
             .map_err(map_err)?;
         let key = match existing {
             Some(key) => key,
             None => {
-                tx.prepare_cached(&format!("INSERT INTO {table} (hex) VALUES (?1)"))
+                conn.prepare_cached(&format!("INSERT INTO {table} (hex) VALUES (?1)"))
                     .and_then(|mut stmt| stmt.execute([&hex[..]]))
                     .map_err(map_err)?;
-                tx.last_insert_rowid()
+                conn.last_insert_rowid()
             }
         };
         self.map(dictionary).insert(*hex, key);
@@ -133,55 +136,85 @@ impl SqliteWriter {
             dictionaries: Dictionaries::default(),
             tails: Tails::default(),
             checkpoints: Checkpoints::new(path),
+            open: None,
         })
     }
 
-    /// Writes the batch in one transaction: the ledger rows, the oracle data, then the blocks.
-    fn write(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(map_err)?;
-        let version = data_version(&tx)?;
-        if self.tails.version != Some(version) {
-            self.tails.parties.forget();
-            self.tails.specs.forget();
-        }
+    /// Writes the batch into the open transaction, beginning one: the ledger rows, the oracle
+    /// data, then the blocks; then commits when `then` says so.
+    fn write(&mut self, batch: &IngestBatch, then: Then) -> Result<(), Error> {
+        let version = match self.open {
+            Some(version) => version,
+            None if batch.is_empty() => return Ok(()),
+            None => {
+                self.conn
+                    .execute_batch("BEGIN IMMEDIATE")
+                    .map_err(map_err)?;
+                let version = data_version(&self.conn)?;
+                if self.tails.version != Some(version) {
+                    self.tails.parties.forget();
+                    self.tails.specs.forget();
+                }
+                self.open = Some(version);
+                version
+            }
+        };
+        let conn = &self.conn;
         insert_ledger(
-            &tx,
+            conn,
             &mut self.dictionaries,
             &mut self.tails.parties,
             &batch.ledger_rows,
+            then,
         )?;
         insert_oracle(
-            &tx,
+            conn,
             &mut self.dictionaries,
             &mut self.tails.specs,
             &batch.oracle_rows,
+            then,
         )?;
-        upsert_blocks(&tx, &batch.blocks)?;
+        upsert_blocks(conn, &batch.blocks)?;
         if let Some(chain_id) = &batch.chain_id {
-            record_chain(&tx, chain_id)?;
+            record_chain(conn, chain_id)?;
         }
-        tx.commit().map_err(map_err)?;
+        if then == Then::KeepOpen {
+            return Ok(());
+        }
+        conn.execute_batch("COMMIT").map_err(map_err)?;
+        self.open = None;
         // A connection's own commits leave its data version as it was.
         self.tails.version = Some(version);
         self.checkpoints.committed(&self.conn);
         Ok(())
     }
+
+    /// After a failed write: rolls the open transaction back and forgets what the writer
+    /// cached from it.
+    fn undo(&mut self) {
+        if !self.conn.is_autocommit() {
+            // A connection that cannot even roll back is closed with the writer; SQLite rolls
+            // back what it did not commit.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.open = None;
+        self.dictionaries = Dictionaries::default();
+        self.tails = Tails::default();
+    }
 }
 
-/// Adds the ledger rows not stored yet to their parties' segments (see [`Engine::store`]).
+/// Adds the ledger rows not stored yet to their parties' segments (see [`Engine::lay`]).
 fn insert_ledger(
-    tx: &Transaction<'_>,
+    conn: &Connection,
     dictionaries: &mut Dictionaries,
     engine: &mut Engine<i64>,
     rows: &[LedgerRow],
+    then: Then,
 ) -> Result<(), Error> {
     let mut lines = Vec::with_capacity(rows.len());
     for row in rows {
-        let party = dictionaries.key(tx, Dictionary::Parties, row.party.as_bytes())?;
-        let asset = dictionaries.key(tx, Dictionary::Assets, row.asset.as_bytes())?;
+        let party = dictionaries.key(conn, Dictionary::Parties, row.party.as_bytes())?;
+        let asset = dictionaries.key(conn, Dictionary::Assets, row.asset.as_bytes())?;
         let key = (
             row.key.vega_time.nanos(),
             Error::signed("block height", row.key.block)?,
@@ -193,9 +226,9 @@ fn insert_ledger(
     }
     let mut table = Segments {
         table: &LEDGER,
-        conn: tx,
+        conn,
     };
-    engine.store(&mut table, lines).map(drop)
+    engine.lay(&mut table, lines, then).map(drop)
 }
 
 /// The connection's `PRAGMA data_version`.
@@ -207,26 +240,27 @@ fn data_version(conn: &Connection) -> Result<i64, Error> {
 /// Adds the oracle data not stored yet to the segments of all data and of every spec each
 /// matched (see [`segment::store_oracle`]).
 fn insert_oracle(
-    tx: &Transaction<'_>,
+    conn: &Connection,
     dictionaries: &mut Dictionaries,
     engine: &mut Engine<i64>,
     rows: &[OracleRow],
+    then: Then,
 ) -> Result<(), Error> {
     let mut table = Segments {
         table: &ORACLE,
-        conn: tx,
+        conn,
     };
     segment::store_oracle(
         rows,
         ALL_DATA,
-        |spec| dictionaries.key(tx, Dictionary::Specs, spec),
-        |lines| engine.store(&mut table, lines),
+        |spec| dictionaries.key(conn, Dictionary::Specs, spec),
+        |lines| engine.lay(&mut table, lines, then),
     )
 }
 
 /// Records the blocks, merged with what is stored of them (see [`IngestBatch`]).
-fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Error> {
-    let mut upsert = tx
+fn upsert_blocks(conn: &Connection, blocks: &[BlockRecord]) -> Result<(), Error> {
+    let mut upsert = conn
         .prepare_cached(
             "INSERT INTO blocks (height, seq_base, hash, vega_time, last_seq) \
              VALUES (?1, ?2, ?3, ?4, ?5) \
@@ -251,13 +285,13 @@ fn upsert_blocks(tx: &Transaction<'_>, blocks: &[BlockRecord]) -> Result<(), Err
 }
 
 /// Records the chain id when none is stored; refuses another one.
-fn record_chain(tx: &Transaction<'_>, chain_id: &str) -> Result<(), Error> {
-    let stored = tx
+fn record_chain(conn: &Connection, chain_id: &str) -> Result<(), Error> {
+    let stored = conn
         .prepare_cached("SELECT value FROM schema_info WHERE key = 'chain_id'")
         .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)).optional())
         .map_err(map_err)?;
     if tip::must_record(stored, chain_id)? {
-        tx.execute(
+        conn.execute(
             "INSERT INTO schema_info (key, value) VALUES ('chain_id', ?1)",
             [chain_id],
         )
@@ -316,9 +350,10 @@ impl IngestWriter for SqliteWriter {
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), Error> {
-        crate::backend::commit_whole(self, batch, Self::write, |writer| {
-            writer.dictionaries = Dictionaries::default();
-            writer.tails = Tails::default();
-        })
+        crate::backend::write_whole(self, batch, Then::Commit, Self::write, Self::undo)
+    }
+
+    fn stage(&mut self, batch: &IngestBatch) -> Result<(), Error> {
+        crate::backend::write_whole(self, batch, Then::KeepOpen, Self::write, Self::undo)
     }
 }

@@ -278,6 +278,117 @@ pub fn failed_commit_leaves_nothing_and_the_writer_usable<S: Store>(
     assert_eq!(block_state(writer, 20), Some(block(20, Some(300), 2).state));
 }
 
+/// Conformance test: batches staged in the writer's transaction are invisible to readers
+/// (rows, chain tip, data version) until a commit, visible to the writer's own block lookups,
+/// and undone with the transaction when a later batch fails, after which the writer goes on.
+pub fn staged_batches_commit_as_one_transaction<S: Store>(
+    store: &S,
+    writer: &mut dyn IngestWriter,
+) {
+    commit(writer, &two_blocks());
+    let committed = contents(store, &[1, 2, 3]);
+    store.refresh_chain_tip().unwrap();
+    let (tip, version) = store.chain_tip_with_version().unwrap();
+    let invisible = || {
+        assert_eq!(contents(store, &[1, 2, 3]), committed);
+        store.refresh_chain_tip().unwrap();
+        assert_eq!(store.chain_tip_with_version().unwrap(), (tip, version));
+    };
+    // Party 1's lines follow its stored ones in two staged batches: its newest segments are
+    // written twice inside the one transaction.
+    let staged = [
+        IngestBatch {
+            blocks: vec![block(20, Some(300), 2)],
+            ledger_rows: vec![
+                ledger_row("p1-c", 1, 1, (300, 20, 1, 0)),
+                ledger_row("p3-a", 3, 3, (300, 20, 1, 0)),
+            ],
+            oracle_rows: vec![oracle_row("o3", (300, 20, 2), &[3])],
+            chain_id: None,
+        },
+        IngestBatch {
+            blocks: vec![block(21, Some(400), 1)],
+            ledger_rows: vec![ledger_row("p1-d", 1, 1, (400, 21, 1, 0))],
+            ..IngestBatch::default()
+        },
+    ];
+    for batch in &staged {
+        writer.stage(batch).unwrap();
+        invisible();
+    }
+    assert_eq!(block_state(writer, 21), Some(block(21, Some(400), 1).state));
+    // An empty commit commits what is staged.
+    commit(writer, &IngestBatch::default());
+    let (exports, oracle) = contents(store, &[1, 2, 3]);
+    assert_eq!(
+        exports,
+        [
+            vec!["p1-a", "p1-b", "p1-c", "p1-d"],
+            vec!["p2-a"],
+            vec!["p3-a"]
+        ]
+    );
+    assert_eq!(oracle, [&b"o3"[..], b"o2", b"o1"]);
+    store.refresh_chain_tip().unwrap();
+    assert_eq!(
+        store.chain_tip().unwrap().map(|tip| tip.last_height),
+        Some(21)
+    );
+
+    // A staged batch, then a commit that fails: both are gone.
+    let committed = contents(store, &[1, 2, 3]);
+    // Party 1's line `label` at block 22, with a datum of spec 4 when `datum` names one.
+    let at_22 = |label: &str, datum: Option<&str>| IngestBatch {
+        blocks: vec![block(22, Some(500), 1)],
+        ledger_rows: vec![ledger_row(label, 1, 1, (500, 22, 1, 0))],
+        oracle_rows: datum
+            .map(|datum| oracle_row(datum, (500, 22, 2), &[4]))
+            .into_iter()
+            .collect(),
+        chain_id: None,
+    };
+    // Fails: its height does not fit a signed 64-bit integer.
+    let huge = IngestBatch {
+        ledger_rows: vec![ledger_row("p2-huge", 2, 1, (600, u64::MAX, 1, 0))],
+        ..IngestBatch::default()
+    };
+    writer.stage(&at_22("p1-lost", Some("o-lost"))).unwrap();
+    match writer.commit(&huge) {
+        Err(Error::OutOfRange { value, .. }) => assert_eq!(value, u64::MAX),
+        other => panic!("expected Error::OutOfRange, got {other:?}"),
+    }
+    assert_eq!(contents(store, &[1, 2, 3]), committed);
+    assert_eq!(block_state(writer, 22), None);
+    // A staged batch that fails undoes the ones staged before it too.
+    writer.stage(&at_22("p1-lost", None)).unwrap();
+    assert!(writer.stage(&huge).is_err());
+    assert_eq!(contents(store, &[1, 2, 3]), committed);
+    assert_eq!(block_state(writer, 22), None);
+
+    // The writer goes on: what it remembered of party 1's segments went with the transaction.
+    writer.stage(&at_22("p1-e", Some("o4"))).unwrap();
+    commit(
+        writer,
+        &IngestBatch {
+            blocks: vec![block(23, Some(600), 1)],
+            ledger_rows: vec![ledger_row("p2-b", 2, 1, (600, 23, 1, 0))],
+            ..IngestBatch::default()
+        },
+    );
+    let (exports, oracle) = contents(store, &[1, 2, 3, 4]);
+    assert_eq!(
+        exports,
+        [
+            vec!["p1-a", "p1-b", "p1-c", "p1-d", "p1-e"],
+            vec!["p2-a", "p2-b"],
+            vec!["p3-a"],
+            Vec::<&str>::new(),
+        ]
+    );
+    assert_eq!(oracle, [&b"o4"[..], b"o3", b"o2", b"o1"]);
+    assert_eq!(spec_labels(store, 4), "o4");
+}
+
 /// Conformance test: empty store is healthy.
 pub fn empty_store_is_healthy<S: Store>(store: &S, writer: &mut dyn IngestWriter) {
     store.check().unwrap();
