@@ -16,7 +16,7 @@ use crate::frames::PeerControl;
 use crate::pipeline::{GROWTH, IngestOptions, ROWS_PER_PARTY};
 use crate::prepare::{Item, Label, Prepared};
 use crate::reader::{Chunks, Message};
-use crate::writer::{Done, Job, StoreHandle};
+use crate::writer::{Done, IN_FLIGHT, Job, StoreHandle};
 use crate::{IngestError, IngestStats, StreamError};
 
 /// The block being assembled.
@@ -125,14 +125,41 @@ pub(crate) struct Assembler<'o, 'p> {
     saw_end_block: bool,
     block: Option<OpenBlock>,
     batch: IngestBatch,
-    /// A committed batch back from the writer, whose buffers the next batch reuses once its
+    /// A written batch back from the writer, whose buffers the next batch reuses once its
     /// rows are freed (see [`Self::flush`]).
     spare: Option<IngestBatch>,
-    batch_started: Option<Instant>,
-    /// The parties whose ledger rows the batch holds.
-    batch_parties: HashSet<PartyId>,
+    /// The transaction: the batches staged in it (written, not committed) and the batch.
+    transaction: Transaction,
+    /// The counters of the batch.
     pending: IngestStats,
+    /// The counters of the staged batches, reported once they are committed.
+    staged: IngestStats,
     stats: IngestStats,
+}
+
+/// The transaction the writer has open, if any, with the batch that will join it: what the
+/// assembler weighs to decide when it is committed (see [`Assembler::due`]).
+#[derive(Default)]
+struct Transaction {
+    /// When its first block was complete.
+    started: Option<Instant>,
+    /// The parties whose ledger rows it holds, staged or in the batch.
+    parties: HashSet<PartyId>,
+    /// The rows of its staged batches.
+    staged_rows: usize,
+    /// Whether any batch is staged in it: the writer has it open.
+    open: bool,
+}
+
+/// What a block boundary does with the batch (see [`Assembler::due`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Due {
+    /// Nothing yet.
+    Not,
+    /// The batch is written into the open transaction, which stays open.
+    Stage,
+    /// The batch is written and the transaction committed.
+    Commit,
 }
 
 impl<'o, 'p> Assembler<'o, 'p> {
@@ -158,9 +185,9 @@ impl<'o, 'p> Assembler<'o, 'p> {
             block: None,
             batch: IngestBatch::default(),
             spare: None,
-            batch_started: None,
-            batch_parties: HashSet::new(),
+            transaction: Transaction::default(),
             pending: IngestStats::default(),
+            staged: IngestStats::default(),
             stats: IngestStats::default(),
         }
     }
@@ -218,8 +245,10 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 };
                 if accepted? {
                     // A block boundary: the place to commit or to stop.
-                    if self.batch_due() {
-                        self.flush()?;
+                    match self.due() {
+                        Due::Not => {}
+                        Due::Stage => self.flush(false)?,
+                        Due::Commit => self.flush(true)?,
                     }
                     if self.stop_requested() {
                         self.commit()?;
@@ -246,22 +275,34 @@ impl<'o, 'p> Assembler<'o, 'p> {
             .is_some_and(|stop| stop.load(Ordering::Relaxed))
     }
 
-    /// Whether the batch goes to the writer now: it is old, or it holds `max_batch_rows` rows
-    /// and [`ROWS_PER_PARTY`] rows per party, or [`GROWTH`] times the rows whatever the parties.
+    /// What the batch's block boundary does: the batch goes to the writer once it holds
+    /// `max_batch_rows` rows, and its transaction is committed once it is old, or holds
+    /// `max_batch_rows` rows and [`ROWS_PER_PARTY`] rows per party, or [`GROWTH`] times the
+    /// rows whatever the parties; a batch sent before that is staged in the transaction.
     ///
     /// A commit's cost grows with the parties it touches more than with its rows: each one's
-    /// newest segment and the page that holds it are written again. A batch of many parties
-    /// with a few rows each (a stream of many small traders) is committed in fewer, larger
-    /// batches; one of a few busy parties is cut at `max_batch_rows` as before, so the memory
-    /// only grows where the commits would otherwise cost the most.
-    fn batch_due(&self) -> bool {
+    /// newest segment and the page that holds it are written again. A stream of many parties
+    /// with a few rows each (many small traders) is committed in fewer, larger transactions;
+    /// one of a few busy parties is committed every `max_batch_rows` rows as before. Either
+    /// way the rows held in memory are at most `IN_FLIGHT` + 1 batches of `max_batch_rows` (sent
+    /// to the writer, and filling), whatever the parties.
+    fn due(&self) -> Due {
         let rows = self.batch.ledger_rows.len() + self.batch.oracle_rows.len();
+        let transaction = &self.transaction;
+        let total = transaction.staged_rows + rows;
         let max_rows = self.options.max_batch_rows;
-        let aged = self
-            .batch_started
+        let aged = transaction
+            .started
             .is_some_and(|started| started.elapsed() >= self.options.max_batch_age);
-        aged || rows >= max_rows.saturating_mul(GROWTH)
-            || (rows >= max_rows && rows >= ROWS_PER_PARTY.saturating_mul(self.batch_parties.len()))
+        let worth =
+            total >= max_rows && total >= ROWS_PER_PARTY.saturating_mul(transaction.parties.len());
+        if aged || worth || total >= max_rows.saturating_mul(GROWTH) {
+            Due::Commit
+        } else if rows >= max_rows {
+            Due::Stage
+        } else {
+            Due::Not
+        }
     }
 
     /// A live source's connection ended: the next one starts afresh.
@@ -399,7 +440,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
             self.store.send(Job::Blocks(height))?;
             let stored = match self.store.answer()? {
                 Done::Blocks(blocks) => blocks?,
-                Done::Committed(_) => unreachable!("no commit is in flight after commit()"),
+                Done::Written(_) => unreachable!("nothing is in flight after commit()"),
             };
             self.identify(height, label, &stored)?
         } else {
@@ -490,26 +531,38 @@ impl<'o, 'p> Assembler<'o, 'p> {
         self.pending.oracle_data += block.oracle_rows.len() as u64;
         self.pending.last_height = Some(block.height);
         self.pending.last_vega_time = self.vega_time;
-        self.batch_parties
+        self.transaction
+            .parties
             .extend(block.ledger_rows.iter().map(|row| row.party));
         self.batch.ledger_rows.append(&mut block.ledger_rows);
         self.batch.oracle_rows.append(&mut block.oracle_rows);
-        self.batch_started.get_or_insert_with(Instant::now);
+        self.transaction.started.get_or_insert_with(Instant::now);
     }
 
-    /// Hands the batch to the writer thread, once the one before it is committed.
-    fn flush(&mut self) -> Result<(), IngestError> {
-        if self.batch.is_empty() {
+    /// Hands the batch to the writer thread, once fewer than [`IN_FLIGHT`] batches sent are
+    /// still unwritten, to be staged in the transaction or to commit it (with an empty batch
+    /// when only staged ones are left).
+    fn flush(&mut self, commit: bool) -> Result<(), IngestError> {
+        if self.batch.is_empty() && !(commit && self.transaction.open) {
             return Ok(());
         }
-        self.settle()?;
+        while self.store.in_flight.len() >= IN_FLIGHT {
+            self.settle()?;
+        }
         let batch = std::mem::take(&mut self.batch);
-        self.store.send(Job::Commit(batch))?;
-        self.store.in_flight = Some(std::mem::take(&mut self.pending));
-        self.batch_started = None;
-        self.batch_parties.clear();
-        // The batch committed before comes back with its rows: they are freed here, while the
-        // writer commits this one, and its buffers hold the next batch.
+        let rows = batch.ledger_rows.len() + batch.oracle_rows.len();
+        self.store.send(Job::Write { batch, commit })?;
+        self.store
+            .in_flight
+            .push_back((std::mem::take(&mut self.pending), commit));
+        if commit {
+            self.transaction = Transaction::default();
+        } else {
+            self.transaction.staged_rows += rows;
+            self.transaction.open = true;
+        }
+        // The batch written before comes back with its rows: they are freed here, while the
+        // writer writes this one, and its buffers hold the next batch.
         if let Some(mut spare) = self.spare.take() {
             spare.clear();
             self.batch = spare;
@@ -517,28 +570,34 @@ impl<'o, 'p> Assembler<'o, 'p> {
         Ok(())
     }
 
-    /// Waits for the batch in flight, if any, to be committed, and reports it.
+    /// Waits for the oldest batch in flight, if any, to be written, and reports what is
+    /// committed.
     fn settle(&mut self) -> Result<(), IngestError> {
-        let Some(committed) = self.store.in_flight.take() else {
+        let Some((written, committed)) = self.store.in_flight.pop_front() else {
             return Ok(());
         };
         match self.store.answer()? {
-            Done::Committed(result) => {
+            Done::Written(result) => {
                 self.spare = Some(result?);
             }
             Done::Blocks(_) => {
                 unreachable!("stored blocks are only asked with nothing in flight")
             }
         }
-        self.stats.absorb(&committed);
-        (self.progress)(&self.stats);
+        self.staged.absorb(&written);
+        if committed {
+            self.stats.absorb(&std::mem::take(&mut self.staged));
+            (self.progress)(&self.stats);
+        }
         Ok(())
     }
 
     /// Commits everything complete and waits until it is.
     fn commit(&mut self) -> Result<(), IngestError> {
-        self.flush()?;
-        self.settle()?;
+        self.flush(true)?;
+        while !self.store.in_flight.is_empty() {
+            self.settle()?;
+        }
         // Nothing is in flight: its rows are not kept until the next batch is sent.
         if let Some(spare) = &mut self.spare {
             spare.clear();

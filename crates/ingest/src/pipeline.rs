@@ -8,11 +8,14 @@
 //!   or a stream;
 //! - the assembler ([`crate::assembler`], the calling thread) follows blocks and the vega time,
 //!   stamps rows with their block's time, and gathers complete blocks into batches;
-//! - the writer ([`crate::writer`]) commits one batch while the next one is assembled.
+//! - the writer ([`crate::writer`]) writes the batches sent to it (two at most) while the next
+//!   one is assembled.
 //!
 //! A block is complete when its END_BLOCK event arrives or when an event of another block does.
-//! Complete blocks are committed in batches, so a block is never half stored; batches are cut by
-//! size, by age, and whenever the input goes quiet, so a live stream is visible within
+//! Complete blocks are written in batches, so a block is never half stored; batches are cut by
+//! size, by age, and whenever the input goes quiet. A transaction is one batch or, where
+//! commits cost the most, several (`IngestWriter::stage`); it is committed by age, by size, and
+//! whenever the input goes quiet, so a live stream is visible within
 //! [`IngestOptions::idle_commit`].
 
 use std::sync::atomic::AtomicBool;
@@ -28,15 +31,16 @@ use crate::{Format, IngestError, IngestStats, Input};
 /// How an ingest runs.
 #[derive(Debug)]
 pub struct IngestOptions<'a> {
-    /// Commit once this many rows wait, even while the input keeps coming. A batch spread thin
-    /// over many parties (under [`ROWS_PER_PARTY`] rows a party) keeps growing, up to
-    /// [`GROWTH`] times this: such commits cost more per row.
+    /// Write a batch once this many rows wait, even while the input keeps coming, and commit
+    /// it. A transaction spread thin over many parties (under [`ROWS_PER_PARTY`] rows a party)
+    /// spans several such batches instead, up to [`GROWTH`] times this many rows: such commits
+    /// cost more per row. The rows held in memory stay within three batches either way.
     pub max_batch_rows: usize,
     /// Commit when the input has been quiet this long.
     pub idle_commit: Duration,
     /// Commit at least this often while the input keeps coming (a bulk load, a catch-up: a
     /// live stream goes quiet between blocks and commits at [`Self::idle_commit`]). Default
-    /// 2 s, long enough for a batch spread over many parties to reach its size.
+    /// 2 s, long enough for a transaction spread over many parties to reach its size.
     pub max_batch_age: Duration,
     /// A longer record (NDJSON line, buffer record's payload) is an error, refused before it is
     /// read: this bounds the reader's memory whatever the input.
@@ -50,13 +54,14 @@ pub struct IngestOptions<'a> {
     pub decoders: usize,
 }
 
-/// How much larger than [`IngestOptions::max_batch_rows`] a batch spread thin over many parties
-/// may grow: a commit's cost grows with the parties it touches (each one's newest segment and
-/// the page that holds it are written again), so such a batch is committed less often.
+/// How many more rows than [`IngestOptions::max_batch_rows`] a transaction spread thin over many
+/// parties may span (in as many batches): a commit's cost grows with the parties it touches
+/// (each one's newest segment and the page that holds it are written again), so such a stream
+/// is committed less often.
 pub const GROWTH: usize = 4;
 
-/// The rows per party a batch of [`IngestOptions::max_batch_rows`] rows grows towards, up to
-/// [`GROWTH`] times that many rows.
+/// The rows per party a transaction of [`IngestOptions::max_batch_rows`] rows grows towards, up
+/// to [`GROWTH`] times that many rows.
 pub const ROWS_PER_PARTY: usize = 64;
 
 /// The default of [`IngestOptions::max_record_bytes`]: far beyond any real event (a ledger
@@ -95,7 +100,8 @@ pub fn ingest(
     let stored = writer.chain()?;
     let peer = input.peer_control();
     let (mut chunks, reader) = crate::reader::spawn(input, options)?;
-    // One batch being committed while the next one fills: double buffering.
+    // Batches being written while the next one fills; the assembler keeps at most
+    // `writer::IN_FLIGHT` of them unwritten.
     let (job_sender, jobs) = mpsc::sync_channel::<Job>(1);
     let (done_sender, done) = mpsc::sync_channel::<Done>(1);
     let result = std::thread::scope(|scope| {
@@ -103,7 +109,7 @@ pub fn ingest(
         let store = StoreHandle {
             jobs: job_sender,
             done,
-            in_flight: None,
+            in_flight: std::collections::VecDeque::new(),
         };
         let mut assembler = Assembler::new(store, options, stored, peer, progress);
         // Dropping the assembler at the end of the scope closes the writer's job channel, so

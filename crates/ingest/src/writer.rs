@@ -1,4 +1,4 @@
-//! The writer thread: commits batches through the store's [`IngestWriter`] while the next one
+//! The writer thread: writes batches through the store's [`IngestWriter`] while the next one
 //! is assembled, and answers the assembler's questions about stored blocks in order.
 
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -7,17 +7,25 @@ use storage::{BlockRecord, IngestBatch, IngestWriter};
 
 use crate::{IngestError, IngestStats};
 
+/// How many batches the assembler may have sent that the writer has not written yet. A
+/// transaction's commit costs much more than the batches staged in it (it writes their held
+/// segments, and SQLite the pages they dirtied): with one, the assembler and the decoders
+/// stalled through every commit and a 16× ingest ran about a tenth slower; with two it keeps
+/// filling a batch meanwhile (docs/PERFORMANCE.md, "Transactions of staged batches").
+pub(crate) const IN_FLIGHT: usize = 2;
+
 /// A request to the writer thread, answered in order by a [`Done`].
 pub(crate) enum Job {
-    Commit(IngestBatch),
+    /// Write the batch, then commit the transaction (with what is staged in it) or not.
+    Write { batch: IngestBatch, commit: bool },
     /// The blocks stored at a height.
     Blocks(u64),
 }
 
-/// The writer thread's answer to a [`Job`]; a committed batch comes back as it was, for
-/// the assembler to empty and reuse.
+/// The writer thread's answer to a [`Job`]; a written batch comes back as it was, for the
+/// assembler to empty and reuse.
 pub(crate) enum Done {
-    Committed(Result<IngestBatch, storage::Error>),
+    Written(Result<IngestBatch, storage::Error>),
     Blocks(Result<Vec<BlockRecord>, storage::Error>),
 }
 
@@ -30,7 +38,14 @@ pub(crate) fn write_jobs(
         let answer = match job {
             // The batch goes back whole, rows and all: freeing them is the assembler's work,
             // since this thread is the ingest's bottleneck.
-            Job::Commit(batch) => Done::Committed(writer.commit(&batch).map(|()| batch)),
+            Job::Write { batch, commit } => {
+                let written = if commit {
+                    writer.commit(&batch)
+                } else {
+                    writer.stage(&batch)
+                };
+                Done::Written(written.map(|()| batch))
+            }
             Job::Blocks(height) => Done::Blocks(writer.blocks(height)),
         };
         if done.send(answer).is_err() {
@@ -43,8 +58,9 @@ pub(crate) fn write_jobs(
 pub(crate) struct StoreHandle {
     pub(crate) jobs: SyncSender<Job>,
     pub(crate) done: Receiver<Done>,
-    /// The counters of the batch being committed, absorbed once it is.
-    pub(crate) in_flight: Option<IngestStats>,
+    /// The counters of each batch sent and not yet written, oldest first, and whether its
+    /// write commits.
+    pub(crate) in_flight: std::collections::VecDeque<(IngestStats, bool)>,
 }
 
 impl StoreHandle {

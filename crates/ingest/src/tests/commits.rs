@@ -7,16 +7,20 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use storage::backend::Store as _;
 use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
 use super::lines::{A, Body, T1, block, blocks, entry, text};
 use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
 use crate::{GROWTH, IngestError, IngestOptions, IngestStats, ingest};
 
-/// Passes everything on and keeps a copy of every batch; refuses the `fail_at`-th commit.
+/// Passes everything on and keeps a copy of every batch written, staged or committed;
+/// refuses the `fail_at`-th write as a store does, undoing what is staged.
 struct Recording<'w> {
     inner: &'w mut dyn IngestWriter,
     batches: Vec<IngestBatch>,
+    /// For each of `batches`, whether its write committed.
+    commits: Vec<bool>,
     fail_at: Option<usize>,
 }
 
@@ -25,8 +29,50 @@ impl<'w> Recording<'w> {
         Self {
             inner,
             batches: Vec::new(),
+            commits: Vec::new(),
             fail_at: None,
         }
+    }
+
+    fn record(&mut self, batch: &IngestBatch, commit: bool) -> Result<(), storage::Error> {
+        if self.fail_at == Some(self.batches.len() + 1) {
+            // A height no store can hold fails the store's transaction.
+            let poison = IngestBatch {
+                blocks: vec![BlockRecord {
+                    height: u64::MAX,
+                    hash: None,
+                    seq_base: 0,
+                    state: storage::BlockState {
+                        vega_time: None,
+                        last_seq: 0,
+                    },
+                }],
+                ..IngestBatch::default()
+            };
+            assert!(self.inner.commit(&poison).is_err());
+            return Err(storage::Error::Unavailable("disk on fire".into()));
+        }
+        self.batches.push(batch.clone());
+        self.commits.push(commit);
+        if commit {
+            self.inner.commit(batch)
+        } else {
+            self.inner.stage(batch)
+        }
+    }
+
+    /// The batches of each committed transaction, in order; the staged batches of a
+    /// transaction never committed are left out.
+    fn transactions(&self) -> Vec<Vec<&IngestBatch>> {
+        let mut transactions = Vec::new();
+        let mut open = Vec::new();
+        for (batch, commit) in self.batches.iter().zip(&self.commits) {
+            open.push(batch);
+            if *commit {
+                transactions.push(std::mem::take(&mut open));
+            }
+        }
+        transactions
     }
 }
 
@@ -40,11 +86,11 @@ impl IngestWriter for Recording<'_> {
     }
 
     fn commit(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
-        if self.fail_at == Some(self.batches.len() + 1) {
-            return Err(storage::Error::Unavailable("disk on fire".into()));
-        }
-        self.batches.push(batch.clone());
-        self.inner.commit(batch)
+        self.record(batch, true)
+    }
+
+    fn stage(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
+        self.record(batch, false)
     }
 }
 
@@ -111,9 +157,9 @@ fn blocks_commit_whole_whatever_the_batch_size() {
     }
 }
 
-/// The rows of each batch `ingest` commits of `lines` with batches of `max_batch_rows`; every
-/// block whole.
-fn batch_rows(lines: &[String], max_batch_rows: usize) -> Vec<usize> {
+/// The rows of each batch `ingest` writes of `lines` with batches of `max_batch_rows`, by
+/// transaction; every block whole.
+fn transaction_rows(lines: &[String], max_batch_rows: usize) -> Vec<Vec<usize>> {
     let temp = TempStore::new();
     let mut writer = temp.store.writer().unwrap();
     let mut recording = Recording::new(&mut writer);
@@ -123,17 +169,25 @@ fn batch_rows(lines: &[String], max_batch_rows: usize) -> Vec<usize> {
     };
     ingest(owned(&text(lines)), &mut recording, &options, &mut |_| {}).unwrap();
     check_whole_blocks(&recording.batches);
-    let rows = |batch: &IngestBatch| batch.ledger_rows.len() + batch.oracle_rows.len();
-    recording.batches.iter().map(rows).collect()
+    assert_eq!(recording.commits.last(), Some(&true), "all committed");
+    let rows = |batch: &&IngestBatch| batch.ledger_rows.len() + batch.oracle_rows.len();
+    let transactions = recording.transactions();
+    transactions
+        .iter()
+        .map(|batches| batches.iter().map(rows).collect())
+        .collect()
 }
 
 #[test]
-fn batches_of_many_parties_grow_and_batches_of_few_do_not() {
-    // Few parties (three, five rows a block, 200 rows at least ROWS_PER_PARTY for each): cut at
-    // the first block boundary past the size.
-    assert_eq!(batch_rows(&blocks(100), 200), [200, 200, 100]);
+fn transactions_of_many_parties_span_batches_and_those_of_few_do_not() {
+    // Few parties (three, five rows a block, 200 rows at least ROWS_PER_PARTY for each): a
+    // batch and its commit at the first block boundary past the size.
+    assert_eq!(
+        transaction_rows(&blocks(100), 200),
+        [vec![200], vec![200], vec![100]]
+    );
     // Two new parties a block, one row each: a commit would rewrite a party's newest page for
-    // each row, so the batch grows to four times the size.
+    // each row, so a transaction spans four batches of the size, no batch larger.
     let party = |n: u64| format!("{n:064x}");
     let thin: Vec<String> = (1..=1000)
         .flat_map(|height| {
@@ -143,7 +197,12 @@ fn batches_of_many_parties_grow_and_batches_of_few_do_not() {
             block(height, time, vec![Body::Ledger(vec![entry])])
         })
         .collect();
-    assert_eq!(batch_rows(&thin, 200), [GROWTH * 200, GROWTH * 200, 400]);
+    // The input's end commits the last two batches staged with an empty one.
+    let four = vec![200; GROWTH];
+    assert_eq!(
+        transaction_rows(&thin, 200),
+        [four.clone(), four, vec![200, 200, 0]]
+    );
 }
 
 #[test]
@@ -161,15 +220,15 @@ fn progress_reports_follow_every_commit() {
         reports.push(stats.clone())
     })
     .unwrap();
-    assert_eq!(reports.len(), recording.batches.len());
+    let transactions = recording.transactions();
+    assert!(transactions.iter().any(|batches| batches.len() > 1));
+    assert_eq!(reports.len(), transactions.len());
     let mut blocks = 0;
-    for (report, batch) in reports.iter().zip(&recording.batches) {
-        blocks += batch.blocks.len() as u64;
+    for (report, batches) in reports.iter().zip(&transactions) {
+        let heights = batches.iter().flat_map(|batch| &batch.blocks);
+        blocks += heights.clone().count() as u64;
         assert_eq!(report.blocks, blocks);
-        assert_eq!(
-            report.last_height,
-            batch.blocks.last().map(|block| block.height)
-        );
+        assert_eq!(report.last_height, heights.last().map(|block| block.height));
     }
     assert_eq!(reports.last(), Some(&stats));
 }
@@ -198,12 +257,14 @@ fn refused_commit_stops_the_ingest_and_a_rerun_completes() {
             ),
             "{result:?}"
         );
-        assert_eq!(reports, fail_at - 1);
-        let stored: u64 = recording
-            .batches
-            .iter()
+        // Reported: the transactions committed before the failure; stored: their blocks, none
+        // of the batches staged after them.
+        let transactions = recording.transactions();
+        assert_eq!(reports, transactions.len());
+        let stored: u64 = (transactions.iter().flatten())
             .map(|batch| batch.blocks.len() as u64)
             .sum();
+        assert_eq!(temp.store.chain().unwrap().last.is_some(), stored > 0);
         drop(recording);
 
         let stats = ingest_with(&mut writer, &input).unwrap();
