@@ -43,8 +43,12 @@ pub const SMALL_TAIL_BYTES: usize = 32 * 1024;
 pub const RUN_SEGMENTS: usize = 8;
 
 /// The most bytes of runs of small segments a writer keeps per table (see [`Tails`]); an owner
-/// beyond it is read back by its next batch instead.
-pub const TAILS_BYTES: usize = 64 << 20;
+/// beyond it is read back by its next batch instead, and by each batch of a transaction that
+/// spans several. 128 MiB holds the runs of 6,400 parties of the synthetic stream (32× the
+/// standard dataset): at 64 MiB, a 32× ingest of staged transactions read half of them back
+/// with every batch and ran at 0.77× (SQLite) and 0.53× (PostgreSQL) of the rate of batches
+/// grown in memory; at 128 MiB at 1.11× and 1.01× (docs/PERFORMANCE.md).
+pub const TAILS_BYTES: usize = 128 << 20;
 
 /// A table of segments as both backends lay it out: its name, its owner and lines columns (the
 /// index is `keys`), and how its segments are cut.
