@@ -215,6 +215,9 @@ pub enum Bug {
     /// A segment held for the transaction's end is no longer in the writer's memory.
     #[error("a held segment was forgotten before it was written")]
     HeldForgotten,
+    /// A run remembered by its shape alone was to be merged without being read back.
+    #[error("a run remembered by its shape was merged without its segments")]
+    ShapeMerged,
 }
 
 impl From<Bug> for Error {

@@ -42,12 +42,15 @@ pub const SMALL_TAIL_BYTES: usize = 32 * 1024;
 /// The most small segments a party's ledger segments end with (see [`SMALL_TAIL_BYTES`]).
 pub const RUN_SEGMENTS: usize = 8;
 
-/// The most bytes of runs of small segments a writer keeps per table (see [`Tails`]); an owner
-/// beyond it is read back by its next batch instead, and by each batch of a transaction that
-/// spans several. 128 MiB holds the runs of 6,400 parties of the synthetic stream (32× the
-/// standard dataset): at 64 MiB, a 32× ingest of staged transactions read half of them back
-/// with every batch and ran at 0.77× (SQLite) and 0.53× (PostgreSQL) of the rate of batches
-/// grown in memory; at 128 MiB at 1.11× and 1.01× (docs/PERFORMANCE.md).
+/// The most bytes of runs of small segments a writer keeps whole per table, counted as the
+/// memory their buffers take (see [`Tails`]). An owner beyond it is remembered by its run's
+/// shape alone: a batch that appends a segment of its own to the run reads nothing back, one
+/// that merges the run reads it back first, once every few transactions of that owner, where
+/// a writer that forgot the owner would read it back with every batch. At 128 MiB the 16× ingest
+/// (3,200 parties) runs at the rate it had before runs had shapes; with 16 MiB it held about
+/// 90 MiB less, but PostgreSQL's ran at 0.69× of the rate (0.92× over its first 90 s:
+/// the runs' read-backs cost more as the tables grow; docs/PERFORMANCE.md, "Runs remembered by
+/// their shape").
 pub const TAILS_BYTES: usize = 128 << 20;
 
 /// A table of segments as both backends lay it out: its name, its owner and lines columns (the
@@ -99,13 +102,14 @@ pub const ORACLE: Table = Table {
 
 /// What a writer knows of its owners' last stored segments, so that a batch that only appends
 /// to an owner reads nothing back: each owner's last key, and its run (the small segments its
-/// segments end with, which the engine grows or merges, see [`Packing`]), the runs together at
-/// most [`TAILS_BYTES`]. Both backends' writers keep one per table. It is only valid while the
+/// segments end with, which the engine grows or merges, see [`Packing`]), kept whole while the
+/// runs kept whole take at most [`TAILS_BYTES`], and beyond that by their shape
+/// ([`Remembered`]). Both backends' writers keep one per table. It is only valid while the
 /// writer is the only one committing, and is forgotten with a failed transaction.
 #[derive(Debug)]
 pub struct Tails<O> {
     tails: HashMap<O, Tail>,
-    /// The bytes of the segments in `tails`, at most `max_bytes`.
+    /// The memory of the runs kept whole in `tails`, at most `max_bytes`.
     bytes: usize,
     max_bytes: usize,
 }
@@ -113,12 +117,66 @@ pub struct Tails<O> {
 /// The segments a run holds, each with its key (its last line's), in key order.
 pub type Run = Vec<(LineKey, Segment)>;
 
-/// An owner's last key, and the run of small segments its segments end with (empty when its
-/// last segment is not small).
+/// What a writer remembers of an owner's run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remembered {
+    /// The run's segments, whole: a batch that merges them reads nothing back.
+    Whole(Run),
+    /// The run's shape, for an owner beyond the bound of runs kept whole: enough to append a
+    /// segment of its own after the run, not to merge it.
+    Shape(Shape),
+}
+
+/// A run's shape: what a batch needs to decide whether it appends a segment of its own after
+/// the run or merges the run, and the held segment (see [`Engine::stage`]), which is nowhere
+/// else.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// Each stored segment of the run: its key and its lines' bytes, in key order.
+    pub stored: Vec<(LineKey, usize)>,
+    /// The run's last segment when it is held, with its key.
+    pub held: Option<(LineKey, Segment)>,
+}
+
+impl Remembered {
+    /// The run's segments and their lines' bytes.
+    pub fn size(&self) -> (usize, usize) {
+        match self {
+            Remembered::Whole(run) => (run.len(), run.iter().map(|(_, s)| s.csv.len()).sum()),
+            Remembered::Shape(Shape { stored, held }) => (
+                stored.len() + usize::from(held.is_some()),
+                stored.iter().map(|(_, bytes)| bytes).sum::<usize>()
+                    + held.as_ref().map_or(0, |(_, segment)| segment.csv.len()),
+            ),
+        }
+    }
+
+    /// The key of the run's last segment.
+    pub fn last_key(&self) -> Option<LineKey> {
+        match self {
+            Remembered::Whole(run) => run.last().map(|(key, _)| *key),
+            Remembered::Shape(Shape { stored, held }) => held
+                .as_ref()
+                .map(|(key, _)| *key)
+                .or_else(|| stored.last().map(|(key, _)| *key)),
+        }
+    }
+
+    /// The held segment, when the run ends with one (`held`, for a run kept whole).
+    pub fn into_held(self, held: bool) -> Option<Segment> {
+        match self {
+            Remembered::Whole(mut run) => run.pop().filter(|_| held).map(|(_, segment)| segment),
+            Remembered::Shape(shape) => shape.held.map(|(_, segment)| segment),
+        }
+    }
+}
+
+/// An owner's last key, and what is remembered of the run of small segments its segments end
+/// with (empty when its last segment is not small).
 #[derive(Debug)]
 struct Tail {
     last: LineKey,
-    run: Run,
+    run: Remembered,
 }
 
 impl<O: Copy + Eq + Hash> Default for Tails<O> {
@@ -128,7 +186,7 @@ impl<O: Copy + Eq + Hash> Default for Tails<O> {
 }
 
 impl<O: Copy + Eq + Hash> Tails<O> {
-    /// Keeps runs of `max_bytes` in all.
+    /// Keeps runs of `max_bytes` whole in all.
     fn bounded(max_bytes: usize) -> Self {
         Self {
             tails: HashMap::new(),
@@ -148,9 +206,11 @@ impl<O: Copy + Eq + Hash> Tails<O> {
     /// `Err`: of the run when the owner is known but the batch does not only append, of `None`
     /// when the owner is unknown; either way its stored segments are read back. The owner is
     /// forgotten until [`remember`](Self::remember)ed again.
-    pub fn take(&mut self, owner: O, first: LineKey) -> Result<Run, Option<Run>> {
+    pub fn take(&mut self, owner: O, first: LineKey) -> Result<Remembered, Option<Remembered>> {
         let tail = self.tails.remove(&owner).ok_or(None)?;
-        self.bytes -= run_bytes(&tail.run);
+        if let Remembered::Whole(run) = &tail.run {
+            self.bytes -= footprint(run);
+        }
         if tail.last < first {
             Ok(tail.run)
         } else {
@@ -158,29 +218,54 @@ impl<O: Copy + Eq + Hash> Tails<O> {
         }
     }
 
-    /// Remembers that `owner`'s segments end at `last` with `run`, within the bound; beyond it
-    /// the owner stays unknown, its next batch reads its segments back, and the run is handed
-    /// back.
-    pub fn remember(&mut self, owner: O, last: LineKey, run: Run) -> Result<(), Run> {
-        let bytes = run_bytes(&run);
-        if self.bytes + bytes > self.max_bytes {
-            return Err(run);
-        }
-        self.bytes += bytes;
+    /// Remembers that `owner`'s segments end at `last` with `run` (whose last segment is
+    /// `held` when it is kept whole): whole within the bound, else by its shape.
+    pub fn remember(&mut self, owner: O, last: LineKey, run: Remembered, held: bool) {
+        let run = match run {
+            Remembered::Whole(mut run) => {
+                let bytes = footprint(&run);
+                if self.bytes + bytes <= self.max_bytes {
+                    self.bytes += bytes;
+                    Remembered::Whole(run)
+                } else {
+                    let held = if held { run.pop() } else { None };
+                    Remembered::Shape(Shape {
+                        stored: run
+                            .into_iter()
+                            .map(|(key, segment)| (key, segment.csv.len()))
+                            .collect(),
+                        held,
+                    })
+                }
+            }
+            shape @ Remembered::Shape(_) => shape,
+        };
         self.tails.insert(owner, Tail { last, run });
-        Ok(())
     }
 
-    /// The last segment of `owner`'s remembered run.
-    pub fn last_segment(&self, owner: O) -> Option<&Segment> {
-        let (_, segment) = self.tails.get(&owner)?.run.last()?;
-        Some(segment)
+    /// The held last segment of `owner`'s run, to be written: the run goes on with it as
+    /// stored (kept whole in a buffer of its size, since it no longer grows; a shape keeps its
+    /// key and bytes).
+    pub fn unhold(&mut self, owner: O) -> Option<Segment> {
+        match &mut self.tails.get_mut(&owner)?.run {
+            Remembered::Whole(run) => {
+                let (_, segment) = run.last_mut()?;
+                let exact = segment.clone();
+                self.bytes = self.bytes - segment.footprint() + exact.footprint();
+                Some(std::mem::replace(segment, exact))
+            }
+            Remembered::Shape(shape) => {
+                let (key, segment) = shape.held.take()?;
+                shape.stored.push((key, segment.csv.len()));
+                Some(segment)
+            }
+        }
     }
 }
 
-/// The bytes a run holds in memory.
-fn run_bytes(run: &Run) -> usize {
-    run.iter().map(|(_, segment)| segment.bytes()).sum()
+/// The memory a run's segments take.
+fn footprint(run: &Run) -> usize {
+    run.iter().map(|(_, segment)| segment.footprint()).sum()
 }
 
 /// Bytes of one line's entry in a segment's index.
@@ -312,6 +397,11 @@ impl Segment {
     /// The bytes of its lines and index.
     pub fn bytes(&self) -> usize {
         self.csv.len() + self.keys.len()
+    }
+
+    /// The memory its buffers take: [`bytes`](Self::bytes) and their spare capacity.
+    pub fn footprint(&self) -> usize {
+        self.csv.capacity() + self.keys.capacity()
     }
 
     /// The lines it holds.
@@ -622,37 +712,70 @@ mod tests {
     }
 
     #[test]
-    fn tails_remember_owners_within_their_bound() {
+    fn tails_keep_runs_whole_within_their_bound_and_the_others_by_shape() {
         let small = segment(&[line(10, 1), line(11, 2)]);
         let small_key = small.last_key().unwrap();
-        let run = vec![(small_key, small.clone())];
+        let run = || Remembered::Whole(vec![(small_key, small.clone())]);
+        let empty = || Remembered::Whole(Run::new());
+        let shape = |held| {
+            Remembered::Shape(Shape {
+                stored: vec![(small_key, small.csv.len())],
+                held,
+            })
+        };
         let large_key = (22, 1, 0, 0);
-        // Runs of two of the small segment's size at most.
-        let mut tails = Tails::bounded(2 * small.bytes());
+        // Runs of two of the small segment's size whole at most.
+        let mut tails = Tails::bounded(2 * small.footprint());
         let later = (100, 0, 0, 0);
-        assert_eq!(tails.remember(1, small_key, run.clone()), Ok(()));
-        assert_eq!(tails.remember(2, large_key, Run::new()), Ok(()));
-        assert_eq!(tails.remember(3, small_key, run.clone()), Ok(()));
-        // Full: owner 4 stays unknown, its run handed back; an empty run costs no bytes and is
-        // still known.
-        assert_eq!(tails.remember(4, small_key, run.clone()), Err(run.clone()));
-        assert_eq!(tails.remember(5, large_key, Run::new()), Ok(()));
-        assert_eq!(tails.take(4, later), Err(None));
-        assert_eq!(tails.take(5, later), Ok(Run::new()));
-        assert_eq!(tails.last_segment(1), Some(&small));
-        assert_eq!(tails.take(1, later), Ok(run.clone()));
+        tails.remember(1, small_key, run(), false);
+        tails.remember(2, large_key, empty(), false);
+        tails.remember(3, small_key, run(), false);
+        // Full: owner 4 is remembered by its run's shape; an empty run costs nothing.
+        tails.remember(4, small_key, run(), false);
+        tails.remember(5, large_key, empty(), false);
+        assert_eq!(tails.take(4, later), Ok(shape(None)));
+        assert_eq!(tails.take(5, later), Ok(empty()));
+        assert_eq!(tails.take(1, later), Ok(run()));
         // Taken: forgotten, and its bytes free again for another owner.
         assert_eq!(tails.take(1, later), Err(None));
-        assert_eq!(tails.last_segment(1), None);
-        assert_eq!(tails.remember(4, small_key, run.clone()), Ok(()));
-        assert!(tails.take(4, later).is_ok());
+        tails.remember(4, small_key, run(), false);
+        assert_eq!(tails.take(4, later), Ok(run()));
         // A batch that does not only append reads the stored segments back, and gets the run.
-        assert_eq!(tails.take(2, large_key), Err(Some(Run::new())));
-        assert_eq!(tails.remember(3, small_key, run.clone()), Ok(()));
-        assert_eq!(tails.take(3, small_key), Err(Some(run.clone())));
-        assert_eq!(tails.remember(3, small_key, run), Ok(()));
+        assert_eq!(tails.take(2, large_key), Err(Some(empty())));
+        assert_eq!(tails.take(3, small_key), Err(Some(run())));
+        // A held last segment stays whole in a shape; written, it becomes part of the shape.
+        tails.remember(1, small_key, run(), false);
+        tails.remember(2, small_key, run(), false);
+        let held = vec![(small_key, small.clone()), (small_key, small.clone())];
+        tails.remember(6, small_key, Remembered::Whole(held), true);
+        assert_eq!(tails.unhold(6), Some(small.clone()));
+        assert_eq!(tails.unhold(6), None, "written once");
+        let written = Shape {
+            stored: vec![(small_key, small.csv.len()); 2],
+            held: None,
+        };
+        assert_eq!(tails.take(6, later), Ok(Remembered::Shape(written)));
         tails.forget();
         assert_eq!(tails.take(3, later), Err(None));
+    }
+
+    #[test]
+    fn a_held_segment_written_stays_whole_in_a_buffer_of_its_size() {
+        let mut grown = segment(&[line(10, 1)]);
+        grown.csv.reserve(4096);
+        let (key, footprint, lines) = (grown.last_key().unwrap(), grown.footprint(), grown.clone());
+        let mut tails = Tails::bounded(usize::MAX);
+        tails.remember(1, key, Remembered::Whole(vec![(key, grown)]), true);
+        assert_eq!(tails.bytes, footprint);
+        let written = tails.unhold(1).unwrap();
+        assert_eq!((&written, written.footprint()), (&lines, footprint));
+        // What is remembered now takes the memory of its bytes alone, and is counted so.
+        assert_eq!(tails.bytes, lines.bytes());
+        let Ok(Remembered::Whole(run)) = tails.take(1, (100, 0, 0, 0)) else {
+            panic!("forgotten");
+        };
+        assert_eq!(run, [(key, lines)]);
+        assert_eq!(tails.bytes, 0);
     }
 
     #[derive(Default)]

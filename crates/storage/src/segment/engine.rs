@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-use super::{Line, LineKey, Run, Segment, Tails, rebuild};
+use super::{Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
 use crate::Error;
 use crate::backend::Then;
 use crate::error::Bug;
@@ -180,7 +180,7 @@ struct Rewrite {
     /// The segments it writes.
     fresh: Vec<Segment>,
     /// When it only appended: the owner's run after it.
-    run: Option<Run>,
+    run: Option<Remembered>,
     /// Whether the run's last segment is held rather than written (see [`Engine::stage`]).
     held: bool,
 }
@@ -241,9 +241,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         owners.sort_unstable();
         let (mut fresh, mut bytes) = (Vec::new(), 0);
         for owner in owners {
-            let segment = self.tails.last_segment(owner).ok_or(Bug::HeldForgotten)?;
+            let segment = self.tails.unhold(owner).ok_or(Bug::HeldForgotten)?;
             bytes += segment.bytes();
-            fresh.push((owner, segment.clone()));
+            fresh.push((owner, segment));
             if bytes >= self.write_bytes {
                 table.insert(&fresh)?;
                 (fresh, bytes) = (Vec::new(), 0);
@@ -260,9 +260,10 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// remembers instead of writing it, until [`write_held`](Self::write_held) or a later
     /// batch that merges the run. So a transaction of several batches writes one small
     /// segment per owner, not one per batch: what a batch costs is its owners more than its
-    /// lines. Nothing held is in `table` meanwhile; an owner whose run cannot be remembered
-    /// (beyond [`TAILS_BYTES`](super::TAILS_BYTES)) or that a batch does not only append to
-    /// has its held segment written at once.
+    /// lines. Nothing held is in `table` meanwhile; an owner that a batch does not only append
+    /// to, or whose run beyond [`TAILS_BYTES`](super::TAILS_BYTES) (remembered by its shape) a
+    /// batch merges, has its held segment written before its run is read back. Held segments
+    /// are never more than the transaction's lines.
     pub fn stage<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
@@ -287,45 +288,39 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             ) = self.read_back(table, group)?;
             for owner_lines in group {
                 let owner = owner_lines[0].0;
-                let (mut segments, held) = match known.remove(&owner) {
-                    Some(run) => (run, self.held.remove(&owner)),
-                    None => (stored.remove(&owner).unwrap_or_default(), false),
-                };
-                segments.sort_unstable_by_key(|(key, _)| *key);
-                // Not when the lines fall in a gap before a stored segment: none is among them, but
-                // the owner's segments do not end before them.
-                let first = owner_lines[0].1.key;
-                let appends = segments.last().is_none_or(|(last, _)| *last < first)
-                    && last_keys.get(&owner).is_none_or(|last| *last < first);
-                let rewrite = if appends {
-                    self.append(segments, held, owner_lines)?
+                // A remembered run is one the lines follow (`Tails::take`).
+                let rewrite = if let Some(run) = known.remove(&owner) {
+                    let held = self.held.remove(&owner);
+                    self.append(run, held, owner_lines)?
                 } else {
-                    match self.merge(owner, segments, owner_lines, &mut kept)? {
-                        Some(rewrite) => rewrite,
-                        None => continue,
+                    let mut segments = stored.remove(&owner).unwrap_or_default();
+                    segments.sort_unstable_by_key(|(key, _)| *key);
+                    // Not when the lines fall in a gap before a stored segment: none is among
+                    // them, but the owner's segments do not end before them.
+                    let first = owner_lines[0].1.key;
+                    let appends = segments.last().is_none_or(|(last, _)| *last < first)
+                        && last_keys.get(&owner).is_none_or(|last| *last < first);
+                    if appends {
+                        self.append(Remembered::Whole(segments), false, owner_lines)?
+                    } else {
+                        match self.merge(owner, segments, owner_lines, &mut kept)? {
+                            Some(rewrite) => rewrite,
+                            None => continue,
+                        }
                     }
                 };
                 let Rewrite {
                     doomed: gone,
-                    fresh: mut made,
+                    fresh: made,
                     run,
                     held,
                 } = rewrite;
                 if let Some(run) = run {
                     let last_made = made.last().and_then(Segment::last_key);
-                    let last = run.last().map(|(key, _)| *key).max(last_made);
-                    if let Some(last) = last {
-                        match self.tails.remember(owner, last, run) {
-                            Ok(()) if held => {
-                                self.held.insert(owner);
-                            }
-                            Ok(()) => {}
-                            // Not remembered: a held segment is written with the others.
-                            Err(mut run) => {
-                                if held && let Some((_, segment)) = run.pop() {
-                                    made.push(segment);
-                                }
-                            }
+                    if let Some(last) = run.last_key().max(last_made) {
+                        self.tails.remember(owner, last, run, held);
+                        if held {
+                            self.held.insert(owner);
                         }
                     }
                 }
@@ -343,104 +338,146 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     }
 
     /// For a group of a batch's owners (each its lines, in key order): the runs this writer
-    /// remembers of those that only append to them, taken from its memory, and what `table`
-    /// holds of the others, read in one [`SegmentTable::touched`] (none when all are known),
-    /// once their held segments, if any, are written.
+    /// remembers of those that only append to them, taken from its memory (a run remembered by
+    /// its shape that the batch merges is read back, its held segment joining it in memory),
+    /// and what `table` holds of the others, read in one [`SegmentTable::touched`] (none when
+    /// all are known), once their held segments, if any, are written.
     fn read_back<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
         group: &[&[(O, Line<'_>)]],
-    ) -> Result<(HashMap<O, Run>, Touched<O>), Error> {
+    ) -> Result<(HashMap<O, Remembered>, Touched<O>), Error> {
         let mut known = HashMap::new();
         let mut asks = Vec::new();
         let mut unheld = Vec::new();
+        let mut merged = Vec::new();
         for owner_lines in group {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
+            let new_bytes = owner_lines.iter().map(|(_, line)| line.csv.len()).sum();
+            let held = self.held.contains(&owner);
             match self.tails.take(owner, first) {
+                Ok(shape @ Remembered::Shape(_)) if !self.follows(&shape, held, new_bytes) => {
+                    // The owner stays held: its held segment is the last of the run merged.
+                    merged.push((owner, shape.into_held(held)));
+                }
                 Ok(run) => {
                     known.insert(owner, run);
+                    continue;
                 }
                 Err(stale) => {
-                    if let Some(mut run) = stale
-                        && self.held.remove(&owner)
-                        && let Some((_, segment)) = run.pop()
-                    {
+                    self.held.remove(&owner);
+                    if let Some(segment) = stale.and_then(|run| run.into_held(held)) {
                         unheld.push((owner, segment));
                     }
-                    asks.push(Ask {
-                        owner,
-                        first,
-                        last_time: owner_lines[owner_lines.len() - 1].1.key.0,
-                    });
                 }
             }
+            asks.push(Ask {
+                owner,
+                first,
+                last_time: owner_lines[owner_lines.len() - 1].1.key.0,
+            });
         }
         if !unheld.is_empty() {
             table.insert(&unheld)?;
         }
-        let read = if asks.is_empty() {
+        let mut read = if asks.is_empty() {
             Touched::default()
         } else {
             table.touched(&asks, self.packing)?
         };
+        for (owner, held) in merged {
+            let mut run = read.stored.remove(&owner).unwrap_or_default();
+            run.sort_unstable_by_key(|(key, _)| *key);
+            run.extend(held.and_then(|segment| Some((segment.last_key()?, segment))));
+            known.insert(owner, Remembered::Whole(run));
+        }
         Ok((known, read))
+    }
+
+    /// Whether lines of `new_bytes` that come after `run` (its last segment `held` or stored)
+    /// are added to its held segment or held as a segment of their own after it, the run
+    /// staying within the policy's bounds; otherwise the run is merged with them.
+    fn follows(&self, run: &Remembered, held: bool, new_bytes: usize) -> bool {
+        let (segments, run_bytes) = run.size();
+        segments + usize::from(!held) <= self.packing.run
+            && run_bytes + new_bytes < self.packing.small_tail
     }
 
     /// Lines that all come after the owner's stored ones, `run` its run (its last segment
     /// `held` or stored): added to the held segment, or held as a segment of their own after
-    /// the run, while the run stays within the policy's bounds; or else merged with it.
-    fn append(&self, mut run: Run, held: bool, lines: &[(O, Line<'_>)]) -> Result<Rewrite, Error> {
-        let Packing {
-            seal,
-            small_tail,
-            run: most,
-        } = self.packing;
+    /// the run, while the run stays within the policy's bounds; or else merged with it, which
+    /// a run remembered by its shape never is ([`read_back`](Self::read_back) reads it back).
+    fn append(
+        &self,
+        run: Remembered,
+        held: bool,
+        lines: &[(O, Line<'_>)],
+    ) -> Result<Rewrite, Error> {
         let lines = || lines.iter().map(|(_, line)| *line);
         let new_bytes: usize = lines().map(|line| line.csv.len()).sum();
-        let run_bytes: usize = run.iter().map(|(_, segment)| segment.csv.len()).sum();
-        let segments_after = run.len() + usize::from(!held);
-        if segments_after <= most && run_bytes + new_bytes < small_tail {
-            if held && let Some((key, segment)) = run.last_mut() {
-                for line in lines() {
-                    segment.push(line.key, line.asset, line.csv)?;
+        if self.follows(&run, held, new_bytes) {
+            let run = match run {
+                Remembered::Whole(mut run) => {
+                    let slot = run.last_mut().filter(|_| held);
+                    if let Some(new) = self.hold(slot, lines())? {
+                        run.push(new);
+                    }
+                    Remembered::Whole(run)
                 }
-                *key = segment.last_key().unwrap_or(*key);
-                return Ok(Rewrite {
-                    doomed: Vec::new(),
-                    fresh: Vec::new(),
-                    run: Some(run),
-                    held: true,
-                });
-            }
-            // Under `small_tail` bytes, so one segment.
-            let mut fresh = rebuild(&[], lines(), seal)?;
-            let last = fresh.pop();
-            run.extend(last.and_then(|s| Some((s.last_key()?, s))));
+                Remembered::Shape(mut shape) => {
+                    if let Some(new) = self.hold(shape.held.as_mut(), lines())? {
+                        shape.held = Some(new);
+                    }
+                    Remembered::Shape(shape)
+                }
+            };
             return Ok(Rewrite {
                 doomed: Vec::new(),
-                fresh,
+                fresh: Vec::new(),
                 run: Some(run),
                 held: true,
             });
         }
+        let Remembered::Whole(run) = run else {
+            return Err(Bug::ShapeMerged.into());
+        };
         let (mut doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
         if held {
             // Never written: nothing to delete.
             doomed.pop();
         }
-        let fresh = rebuild(&segments, lines(), seal)?;
+        let fresh = rebuild(&segments, lines(), self.packing.seal)?;
         let run = fresh
             .last()
-            .filter(|last| last.csv.len() < small_tail)
+            .filter(|last| last.csv.len() < self.packing.small_tail)
             .and_then(|last| Some((last.last_key()?, last.clone())))
             .into_iter()
             .collect();
         Ok(Rewrite {
             doomed,
             fresh,
-            run: Some(run),
+            run: Some(Remembered::Whole(run)),
             held: false,
         })
+    }
+
+    /// Lines under the small tail's bytes added to the held segment in `slot`, or, when there
+    /// is none, made a segment of their own, returned with its key to be held.
+    fn hold<'a>(
+        &self,
+        slot: Option<&mut (LineKey, Segment)>,
+        lines: impl Iterator<Item = Line<'a>>,
+    ) -> Result<Option<(LineKey, Segment)>, Error> {
+        if let Some((key, segment)) = slot {
+            for line in lines {
+                segment.push(line.key, line.asset, line.csv)?;
+            }
+            *key = segment.last_key().unwrap_or(*key);
+            return Ok(None);
+        }
+        // Under `small_tail` bytes, so one segment.
+        let mut fresh = rebuild(&[], lines, self.packing.seal)?;
+        Ok(fresh.pop().and_then(|s| Some((s.last_key()?, s))))
     }
 
     /// Lines that fall among the owner's stored `segments`: those merged with them, stored
@@ -913,13 +950,36 @@ mod tests {
     }
 
     #[test]
-    fn a_held_segment_not_remembered_is_written_at_once() {
-        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
-        engine.tails = Tails::bounded(0);
-        stage_one(&mut engine, &mut table, (7, 1, "one\n"));
-        assert_eq!(table.lines(7), [(at(1), "one\n".to_owned())]);
-        engine.write_held(&mut table).unwrap();
-        assert_eq!(table.insert_calls, 1);
+    fn a_run_beyond_the_bound_is_remembered_by_its_shape_and_read_back_to_merge() {
+        let (mut whole, mut reference) = (Engine::new(PACKING), Memory::default());
+        // Nothing kept whole: every run remembered by its shape.
+        let (mut shaped, mut table) = (Engine::new(PACKING), Memory::default());
+        shaped.tails = Tails::bounded(0);
+        // Transactions of two batches of a line each: two transactions fill the small tail,
+        // so every second one merges the run.
+        for time in 1..=12 {
+            let then = if time % 2 == 0 {
+                Then::Commit
+            } else {
+                Then::KeepOpen
+            };
+            for (engine, table) in [(&mut whole, &mut reference), (&mut shaped, &mut table)] {
+                lay(engine, table, &[(7, at(time), "line\n")], then);
+            }
+            if time == 3 {
+                // Held by its shape: nothing written, nothing read back.
+                assert_eq!(sizes(&table), [10]);
+                assert_eq!(table.touched_calls, 1);
+            }
+        }
+        // The same segments, written and deleted alike (a held segment is merged in memory,
+        // never written to be deleted); the shape read its run back for each of the three
+        // merges alone.
+        assert_eq!(table.segments, reference.segments);
+        assert_eq!(table.deleted, reference.deleted);
+        assert_eq!(table.insert_calls, reference.insert_calls);
+        assert_eq!(sizes(&table), [20; 3]);
+        assert_eq!((reference.touched_calls, table.touched_calls), (1, 4));
     }
 
     #[test]
