@@ -261,9 +261,10 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// batch that merges the run. So a transaction of several batches writes one small
     /// segment per owner, not one per batch: what a batch costs is its owners more than its
     /// lines. Nothing held is in `table` meanwhile; an owner that a batch does not only append
-    /// to, or whose run beyond [`TAILS_BYTES`](super::TAILS_BYTES) (remembered by its shape) a
-    /// batch merges, has its held segment written before its run is read back. Held segments
-    /// are never more than the transaction's lines.
+    /// to has its held segment written before its stored segments are read back, and one whose
+    /// run is remembered by its shape (beyond [`TAILS_BYTES`](super::TAILS_BYTES)) has the run
+    /// read back when a batch merges it, the held segment merged with it in memory. Held
+    /// segments are never more than the transaction's lines.
     pub fn stage<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
