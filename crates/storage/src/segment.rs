@@ -48,9 +48,9 @@ pub const RUN_SEGMENTS: usize = 8;
 /// that merges the run reads it back first, once every few transactions of that owner, where
 /// a writer that forgot the owner would read it back with every batch. At 128 MiB the 16× ingest
 /// (3,200 parties) runs at the rate it had before runs had shapes; with 16 MiB it held about
-/// 90 MiB less, but PostgreSQL's ran at 0.69× of the rate (0.92× over its first 90 s:
-/// the runs' read-backs cost more as the tables grow; docs/PERFORMANCE.md, "Runs remembered by
-/// their shape").
+/// 90 MiB less, but PostgreSQL's ran at 0.69× of the rate in one `bench --scale` run and at
+/// 0.9–1.0× in others, not yet explained (docs/PERFORMANCE.md, "Runs remembered by their
+/// shape").
 pub const TAILS_BYTES: usize = 128 << 20;
 
 /// A table of segments as both backends lay it out: its name, its owner and lines columns (the
