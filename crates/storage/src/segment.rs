@@ -130,7 +130,7 @@ pub enum Remembered {
 /// A run's shape: what a batch needs to decide whether it appends a segment of its own after
 /// the run or merges the run, and the held segment (see [`Engine::stage`]), which is nowhere
 /// else.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
     /// Each stored segment of the run: its key and its lines' bytes, in key order.
     pub stored: Vec<(LineKey, usize)>,

@@ -354,10 +354,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         let mut merged = Vec::new();
         for owner_lines in group {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-            let new_bytes = owner_lines.iter().map(|(_, line)| line.csv.len()).sum();
             let held = self.held.contains(&owner);
             match self.tails.take(owner, first) {
-                Ok(shape @ Remembered::Shape(_)) if !self.follows(&shape, held, new_bytes) => {
+                Ok(shape @ Remembered::Shape(_)) if !self.follows(&shape, held, owner_lines) => {
                     // The owner stays held: its held segment is the last of the run merged.
                     merged.push((owner, shape.into_held(held)));
                 }
@@ -395,10 +394,11 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         Ok((known, read))
     }
 
-    /// Whether lines of `new_bytes` that come after `run` (its last segment `held` or stored)
-    /// are added to its held segment or held as a segment of their own after it, the run
-    /// staying within the policy's bounds; otherwise the run is merged with them.
-    fn follows(&self, run: &Remembered, held: bool, new_bytes: usize) -> bool {
+    /// Whether `lines`, which come after `run` (its last segment `held` or stored), are added
+    /// to its held segment or held as a segment of their own after it, the run staying within
+    /// the policy's bounds; otherwise the run is merged with them.
+    fn follows(&self, run: &Remembered, held: bool, lines: &[(O, Line<'_>)]) -> bool {
+        let new_bytes: usize = lines.iter().map(|(_, line)| line.csv.len()).sum();
         let (segments, run_bytes) = run.size();
         segments + usize::from(!held) <= self.packing.run
             && run_bytes + new_bytes < self.packing.small_tail
@@ -414,9 +414,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         held: bool,
         lines: &[(O, Line<'_>)],
     ) -> Result<Rewrite, Error> {
+        let follows = self.follows(&run, held, lines);
         let lines = || lines.iter().map(|(_, line)| *line);
-        let new_bytes: usize = lines().map(|line| line.csv.len()).sum();
-        if self.follows(&run, held, new_bytes) {
+        if follows {
             let run = match run {
                 Remembered::Whole(mut run) => {
                     let slot = run.last_mut().filter(|_| held);
