@@ -15,7 +15,7 @@ use std::time::Duration;
 use eventgen::{GenerateConfig, GenerateSummary};
 use http_api::{App, AppConfig, ServeConfig};
 use ingest::IngestOptions;
-use storage::{Backend, ReadStore, SqliteBackend, SqliteConfig, Store};
+use storage::{Backend, ReadStore, SqliteBackend, SqliteConfig, Store, WriterOptions};
 use storage_postgres::{PgBackend, PgConfig};
 use testdb::TestDatabase;
 use tokio::runtime::Runtime;
@@ -85,7 +85,12 @@ impl Dataset {
     pub fn build(config: GenerateConfig) -> Dataset {
         let place = Place::new();
         // The writer first: on PostgreSQL it creates the schema that opening a store checks.
-        drop(place.backend().open_writer().expect("open writer"));
+        drop(
+            place
+                .backend()
+                .open_writer(&WriterOptions::default())
+                .expect("open writer"),
+        );
         let mut dataset = Dataset {
             config: config.clone(),
             summary: GenerateSummary::default(),
@@ -105,7 +110,11 @@ impl Dataset {
     /// Generates `config`'s stream, ingests it into the store and updates the model.
     pub fn append(&mut self, config: &GenerateConfig) {
         let stream = generate(config, &mut self.summary);
-        let mut writer = self.place.backend().open_writer().expect("open writer");
+        let mut writer = self
+            .place
+            .backend()
+            .open_writer(&WriterOptions::default())
+            .expect("open writer");
         ingest::ingest(
             io::Cursor::new(stream.clone()),
             &mut *writer,

@@ -14,7 +14,7 @@ use ledger_core::{ExportFilter, VegaTime};
 use oracle_core::PageRequest;
 use storage::{
     Backend, BlockTime, ChainState, ExportSink, IngestWriter, SqliteBackend, SqliteConfig,
-    SqliteStore, Store, is_url,
+    SqliteStore, Store, WriterOptions, is_url,
 };
 
 /// The database used when `--db` is not given.
@@ -85,8 +85,8 @@ fn open_existing(db: &dyn Backend) -> Result<Arc<dyn Store>> {
 }
 
 /// Opens the store's single writer, migrating the schema first.
-pub fn open_writer(db: &dyn Backend) -> Result<Box<dyn IngestWriter>> {
-    db.open_writer()
+pub fn open_writer(db: &dyn Backend, options: &WriterOptions) -> Result<Box<dyn IngestWriter>> {
+    db.open_writer(options)
         .with_context(|| format!("cannot open the database {} to write", db.describe()))
 }
 

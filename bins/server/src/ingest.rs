@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use http_api::{IngestProgress, Metrics};
 use ingest::{DEFAULT_MAX_RECORD_BYTES, Format, IngestOptions, IngestStats, Input, Socket};
-use storage::{IngestWriter, Store};
+use storage::{IngestWriter, Store, WriterOptions};
 
 use crate::backend;
 
@@ -46,7 +46,8 @@ pub struct IngestArgs {
 /// `ingest`: runs until the input ends, a line is malformed, or SIGINT/SIGTERM (which stops at
 /// the next block boundary; a second signal stops at once).
 pub fn ingest(args: IngestArgs) -> Result<()> {
-    let mut writer = backend::open_writer(&*backend::backend(args.db.as_deref())?)?;
+    let db = backend::backend(args.db.as_deref())?;
+    let mut writer = backend::open_writer(&*db, &args.format.writer_options())?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
@@ -75,8 +76,9 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     Ok(())
 }
 
-/// How an input's records are read.
-#[derive(Debug, Args)]
+/// How an input's records are read, and how much the writer keeps of what it stored: the
+/// settings `ingest` and `serve --ingest` share.
+#[derive(Clone, Debug, Args)]
 pub struct FormatArgs {
     /// The input's format, detected from its first bytes unless given: gzip is always
     /// recognised; `{` or whitespace first means NDJSON, anything else buffer records.
@@ -86,13 +88,19 @@ pub struct FormatArgs {
     /// it is read: it bounds the memory whatever the input.
     #[arg(long, default_value_t = DEFAULT_MAX_RECORD_BYTES)]
     max_record_bytes: usize,
+    /// MiB of parties' last small segments the writer keeps in memory, so that a batch that
+    /// adds to them reads nothing back; a party beyond it costs a read now and then instead.
+    /// The stored data are the same whatever it is: it trades the ingest's memory, which grows
+    /// with the number of parties up to it, for reads.
+    #[arg(long, default_value_t = WriterOptions::default().remembered_bytes >> 20)]
+    remembered_mib: usize,
 }
 
-impl Default for FormatArgs {
-    fn default() -> Self {
-        Self {
-            format: None,
-            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+impl FormatArgs {
+    /// The writer's options these flags give.
+    pub fn writer_options(&self) -> WriterOptions {
+        WriterOptions {
+            remembered_bytes: self.remembered_mib.saturating_mul(1 << 20),
         }
     }
 }
@@ -156,6 +164,7 @@ pub fn run(
 /// bringing `store`'s chain tip up to each commit.
 pub fn spawn(
     input: String,
+    format: FormatArgs,
     ingest_addr_file: Option<PathBuf>,
     mut writer: Box<dyn IngestWriter>,
     store: Arc<dyn Store>,
@@ -170,7 +179,6 @@ pub fn spawn(
             let mut last_log = Instant::now();
             metrics.ingest_running(true);
             tracing::info!(input = %input, "ingest started");
-            let format = FormatArgs::default();
             let addr_file = ingest_addr_file.as_deref();
             let result = run(
                 &input,

@@ -102,8 +102,6 @@ struct ConfigArgs {
     default: bool,
     #[command(flatten)]
     serve: serve::ServeArgs,
-    #[command(flatten)]
-    format: ingest::FormatArgs,
 }
 
 /// The command line as parsed, after the configuration file's values became the defaults.

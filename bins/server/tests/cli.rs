@@ -84,6 +84,66 @@ fn ingest_from_a_pipe_is_idempotent() {
     assert_adds_nothing(&db, &events);
 }
 
+#[test]
+fn the_writer_memory_bound_changes_no_stored_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // Parties enough that the ingest stages batches (more than 64 rows a party would take
+    // 50,000 rows): held segments, then runs merged across transactions.
+    let events = dir.path().join("events.ndjson");
+    run_ok(
+        server()
+            .args([
+                "generate",
+                "--blocks",
+                "20000",
+                "--parties",
+                "2000",
+                "--output",
+            ])
+            .arg(&events),
+    );
+    // Every party's stored lines and every spec's, in key order. Not the segments themselves:
+    // where they are cut depends on the transactions, which a slow build may commit by age
+    // (the storage crates' tests compare the segments, with transactions they choose).
+    let stored = |name: &str, flags: &[&str]| {
+        let db = dir.path().join(name);
+        run_ok(
+            server()
+                .arg("ingest")
+                .args(flags)
+                .arg("--db")
+                .arg(&db)
+                .arg(&events),
+        );
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let mut owners = Vec::new();
+        for sql in [
+            "SELECT p.hex, group_concat(csv, '') FROM (SELECT party, csv FROM ledger_segments \
+             ORDER BY party, last_time, last_block, last_seq, last_idx) \
+             JOIN parties p ON p.id = party GROUP BY party ORDER BY p.hex",
+            "SELECT coalesce(s.hex, x''), group_concat(json, '') FROM (SELECT spec, json \
+             FROM oracle_segments ORDER BY spec, last_time, last_block, last_seq, last_idx) \
+             LEFT JOIN oracle_specs s ON s.id = spec GROUP BY spec ORDER BY s.hex",
+        ] {
+            let mut statement = conn.prepare(sql).unwrap();
+            let lines = statement
+                .query_map([], |row| {
+                    Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?))
+                })
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            owners.push(lines);
+        }
+        owners
+    };
+    let whole = stored("whole.sqlite", &[]);
+    assert!(whole[0].len() > 1000, "{} parties", whole[0].len());
+    assert!(whole[1].len() > 10, "{} specs", whole[1].len());
+    // Nothing kept: every party's and spec's run remembered by its shape alone.
+    assert!(whole == stored("shaped.sqlite", &["--remembered-mib", "0"]));
+}
+
 /// Runs `server ingest --db DB -` with `input` on standard input, which must succeed; returns
 /// its standard error.
 fn ingest_stdin(db: &Path, input: &[u8]) -> String {

@@ -21,7 +21,9 @@ use storage::Damage;
 use storage::backend::Then;
 use storage::segment::{self, Line};
 use storage::tip;
-use storage::{BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter};
+use storage::{
+    BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, WriterOptions,
+};
 
 /// The advisory lock a writer holds for its whole session ("vegaingt").
 const INGEST_LOCK: i64 = 0x7665_6761_696e_6774;
@@ -150,7 +152,7 @@ pub(super) fn chain_state(client: &mut impl GenericClient) -> Result<ChainState,
 }
 
 impl PgWriter {
-    pub(super) fn new(mut client: Client) -> Result<Self, Error> {
+    pub(super) fn new(mut client: Client, options: &WriterOptions) -> Result<Self, Error> {
         let locked: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&INGEST_LOCK])
             .map_err(map_err)?
@@ -159,8 +161,8 @@ impl PgWriter {
             return Err(Error::Busy);
         }
         Ok(Self {
-            ledger: segments::Statements::prepare(&mut client, &LEDGER)?,
-            oracle: segments::Statements::prepare(&mut client, &ORACLE)?,
+            ledger: segments::Statements::prepare(&mut client, &LEDGER, options)?,
+            oracle: segments::Statements::prepare(&mut client, &ORACLE, options)?,
             client,
             highest: None,
             block_partitions: HashSet::new(),

@@ -53,7 +53,7 @@ use storage::backend::Migrated;
 use storage::segment::{self, SegmentRef};
 use storage::{
     Backend, ChainState, ChainTip, Damage, Error, Examples, Health, Incompatible, IngestWriter,
-    Scrub, ScrubProgress, Store, Upgrade, redact,
+    Scrub, ScrubProgress, Store, Upgrade, WriterOptions, redact,
 };
 
 /// Tuning of a [`PgStore`].
@@ -175,6 +175,11 @@ impl PgStore {
     /// [`UPGRADABLE_FORMATS`](storage::UPGRADABLE_FORMATS) are refused untouched, the message
     /// naming `server migrate`: only [`PgStore::migrate`] upgrades them.
     pub fn writer(url: &str) -> Result<PgWriter, Error> {
+        Self::writer_with(url, &WriterOptions::default())
+    }
+
+    /// [`writer`](Self::writer), opened with `options`.
+    pub fn writer_with(url: &str, options: &WriterOptions) -> Result<PgWriter, Error> {
         let manager = Manager::new(url, Duration::from_secs(30))?;
         let mut client = manager.connect()?;
         schema::migrate(
@@ -182,7 +187,7 @@ impl PgStore {
             Upgrade::Refuse,
             &schema::Layout { partitions: None },
         )?;
-        PgWriter::new(client)
+        PgWriter::new(client, options)
     }
 
     /// Runs `read` on a pooled connection. A connection killed while it sat idle in the pool
@@ -347,8 +352,8 @@ impl Backend for PgBackend {
         Ok(Arc::new(PgStore::open(&self.url, config)?))
     }
 
-    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error> {
-        Ok(Box::new(PgStore::writer(&self.url)?))
+    fn open_writer(&self, options: &WriterOptions) -> Result<Box<dyn IngestWriter>, Error> {
+        Ok(Box::new(PgStore::writer_with(&self.url, options)?))
     }
 
     fn migrate(&self) -> Result<Migrated, Error> {

@@ -15,7 +15,8 @@ use super::{map_err, packed};
 use storage::backend::{Migrated, Then};
 use storage::segment::Line;
 use storage::{
-    Error, Incompatible, ROW_FORMAT, Upgrade, row_format_mismatch, upgradable, upgrade_needed,
+    Error, Incompatible, ROW_FORMAT, Upgrade, WriterOptions, row_format_mismatch, upgradable,
+    upgrade_needed,
 };
 
 /// The value of `created_by` that marks the schema as ours.
@@ -397,7 +398,7 @@ const MOVE_ROWS: i32 = 50_000;
 /// batch at a time, laid into `oracle_segments` as the writer lays a batch, then the two tables
 /// dropped.
 fn oracle_into_segments(tx: &mut Transaction<'_>, _: &Layout) -> Result<(), Error> {
-    let mut statements = segments::Statements::prepare(tx, &ORACLE)?;
+    let mut statements = segments::Statements::prepare(tx, &ORACLE, &WriterOptions::default())?;
     for sql in [
         format!(
             "SELECT {ALL_DATA}, vega_time, block, seq, json FROM oracle_data \

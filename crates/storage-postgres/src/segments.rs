@@ -18,11 +18,11 @@ use postgres::{GenericClient, Statement};
 use super::map_err;
 use super::packed::{pack, size_prefix, unpack};
 use storage::Bug;
-use storage::Error;
 use storage::backend::Then;
 use storage::segment::{
     self, Ask, Engine, Kept, Line, LineKey, Packing, Segment, SegmentTable, Touched, trailing_run,
 };
+use storage::{Error, WriterOptions};
 
 /// A table of segments (`segment::Table`) as PostgreSQL lays it out.
 #[derive(Debug)]
@@ -145,17 +145,19 @@ pub(super) struct Statements {
 }
 
 impl Statements {
-    /// Prepares them on `client`'s session, setting its [`WRITER_PLANNER`] first.
+    /// Prepares them on `client`'s session, setting its [`WRITER_PLANNER`] first; the engine
+    /// remembers as `options` says.
     pub(super) fn prepare(
         client: &mut impl GenericClient,
         table: &'static Table,
+        options: &WriterOptions,
     ) -> Result<Self, Error> {
         client.batch_execute(WRITER_PLANNER).map_err(map_err)?;
         Ok(Self {
             table,
             touched: client.prepare(&table.touched_sql()).map_err(map_err)?,
             delete: client.prepare(&table.delete_sql()).map_err(map_err)?,
-            engine: Engine::new(table.packing),
+            engine: Engine::new(table.packing).remembering(options.remembered_bytes),
         })
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ledger_core::TimeRange;
 
 use crate::{ChainState, Error, Examples, Health, IngestBatch, IngestWriter, LedgerStore};
-use crate::{OracleStore, Scrub, ScrubProgress};
+use crate::{OracleStore, Scrub, ScrubProgress, WriterOptions};
 
 /// Everything the HTTP layer reads, in one bound: implemented by every type that implements the
 /// three read traits, so that one `Arc<dyn ReadStore>` stands for all three.
@@ -57,8 +57,9 @@ pub trait Backend: Send + Sync {
     /// row format; whether it also creates or migrates the schema is the backend's to say.
     fn open_store(&self, max_readers: usize) -> Result<Arc<dyn Store>, Error>;
 
-    /// Opens the database's single writer, creating or migrating the schema first.
-    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error>;
+    /// Opens the database's single writer with `options`, creating or migrating the schema
+    /// first.
+    fn open_writer(&self, options: &WriterOptions) -> Result<Box<dyn IngestWriter>, Error>;
 
     /// Creates or upgrades the schema; says what was done.
     fn migrate(&self) -> Result<Migrated, Error>;

@@ -310,6 +310,25 @@ pub struct BlockTime {
     pub vega_time: Option<i64>,
 }
 
+/// How a store's writer is opened: what it may hold in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// The most bytes of runs of small segments the writer keeps whole, per table of segments,
+    /// counted as the memory their buffers take. An owner beyond it is remembered by its run's
+    /// shape (its segments' keys and sizes) and read back when a batch merges its run, so the
+    /// layout written is the same whatever the bound; a lower bound trades those reads for the
+    /// ingest's memory when there are many parties (see [`TAILS_BYTES`](crate::segment::TAILS_BYTES)).
+    pub remembered_bytes: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            remembered_bytes: crate::segment::TAILS_BYTES,
+        }
+    }
+}
+
 /// The single writer of a store. `Send`, because an ingest commits on a thread of its own.
 pub trait IngestWriter: Send {
     /// The chain id and the first and last stored blocks: an ingest checks the stream against

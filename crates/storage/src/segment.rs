@@ -43,15 +43,15 @@ pub const SMALL_TAIL_BYTES: usize = 32 * 1024;
 pub const RUN_SEGMENTS: usize = 8;
 
 /// The most bytes of runs of small segments a writer keeps whole per table, counted as the
-/// memory their buffers take (see [`Tails`]). An owner beyond it is remembered by its run's
-/// shape alone: a batch that appends a segment of its own to the run reads nothing back, one
-/// that merges the run reads it back first, once every few transactions of that owner, where
-/// a writer that forgot the owner would read it back with every batch. At 128 MiB the 16× ingest
-/// (3,200 parties) runs at the rate it had before runs had shapes; with 16 MiB it held about
-/// 90 MiB less, but PostgreSQL's ran at 0.69× of the rate in one `bench --scale` run and at
-/// 0.9–1.0× in others, not yet explained (docs/PERFORMANCE.md, "Runs remembered by their
-/// shape").
-pub const TAILS_BYTES: usize = 128 << 20;
+/// memory their buffers take (see [`Tails`]), unless its
+/// [`WriterOptions`](crate::WriterOptions) say otherwise. An owner beyond it is remembered by
+/// its run's shape alone: a batch that appends a segment of its own to the run reads nothing
+/// back, one that merges the run reads it back first, once every few transactions of that
+/// owner. The stored bytes are the same whatever the bound. At 16 MiB the 16× ingest (3,200
+/// parties) held 278–280 MiB on SQLite and 217–220 MiB on PostgreSQL where 128 MiB held 344
+/// and 284 MiB, at 0.97–1.01× of its rate on SQLite and 0.90–0.96× on PostgreSQL (two
+/// `bench --scale 1,16` runs each; docs/PERFORMANCE.md, "The writer's bound lowered").
+pub const TAILS_BYTES: usize = 16 << 20;
 
 /// A table of segments as both backends lay it out: its name, its owner and lines columns (the
 /// index is `keys`), and how its segments are cut.
@@ -187,7 +187,7 @@ impl<O: Copy + Eq + Hash> Default for Tails<O> {
 
 impl<O: Copy + Eq + Hash> Tails<O> {
     /// Keeps runs of `max_bytes` whole in all.
-    fn bounded(max_bytes: usize) -> Self {
+    pub(crate) fn bounded(max_bytes: usize) -> Self {
         Self {
             tails: HashMap::new(),
             bytes: 0,

@@ -37,6 +37,9 @@ pub struct ServeArgs {
     /// (e.g. tcp://127.0.0.1:3005) and a newline to this file, atomically.
     #[arg(long, env = "DATANODE_INGEST_ADDR_FILE", value_name = "PATH")]
     pub ingest_addr_file: Option<PathBuf>,
+    /// With --ingest: how the stream is read and what the writer keeps.
+    #[command(flatten)]
+    pub format: crate::ingest::FormatArgs,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
     cors_origins: String,

@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use super::super::packed::unpack;
 use super::super::{PgConfig, PgStore, PgWriter};
 use storage::segment::{LineKey, SegmentRef};
-use storage::{Error, ExportSink, IngestWriter, LedgerRow, LedgerStore, suite};
+use storage::{Error, ExportSink, IngestWriter, LedgerRow, LedgerStore, WriterOptions, suite};
 use testdb::TestDatabase;
 
 /// A line of the model: party, asset, key (vega time, block, seq, index).
@@ -355,6 +355,61 @@ fn a_stream_of_small_batches_fills_segments() {
     suite::packing::assert_packed(&sizes, 4);
     fixture.check(1, None, None, None);
     suite::packing::assert_small_batches_exported(&fixture.store, 0..500);
+}
+
+/// Each of `parties`' segments' lines' bytes, in key order, in the database at `db`.
+fn party_segment_sizes(db: &TestDatabase, parties: &[u8]) -> Vec<Vec<usize>> {
+    let mut client = db.client();
+    parties
+        .iter()
+        .map(|party| {
+            let rows = client
+                .query(
+                    "SELECT csv FROM ledger_segments s JOIN parties p ON p.id = s.party \
+                     WHERE p.hex = $1 ORDER BY last_time, last_block, last_seq, last_idx",
+                    &[&&suite::party(*party).as_bytes()[..]],
+                )
+                .unwrap();
+            rows.iter()
+                .map(|row| unpack(row.get::<_, &[u8]>(0), "csv").unwrap().len())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn runs_remembered_by_their_shape_are_stored_as_runs_kept_whole() {
+    let test = "runs_remembered_by_their_shape";
+    let (Some(whole), Some(shaped)) = (
+        TestDatabase::create(&format!("{test}_whole")),
+        TestDatabase::create(&format!("{test}_shaped")),
+    ) else {
+        return;
+    };
+    let mut writer = PgStore::writer(whole.url()).unwrap();
+    suite::packing::stage_small_batches(&mut writer, 0..400);
+    // No run kept whole: every party's is remembered by its shape and read back to merge.
+    let nothing_whole = WriterOptions {
+        remembered_bytes: 0,
+    };
+    let mut writer = PgStore::writer_with(shaped.url(), &nothing_whole).unwrap();
+    suite::packing::stage_small_batches(&mut writer, 0..400);
+    let parties = suite::packing::PARTIES;
+    let sizes = party_segment_sizes(&whole, &parties);
+    for party_sizes in &sizes {
+        // 120 kB of lines a party: three segments of at least 32 KiB, then a run.
+        suite::packing::assert_packed(party_sizes, 3);
+    }
+    assert_eq!(party_segment_sizes(&shaped, &parties), sizes);
+    let (whole, shaped) = (
+        PgStore::open(whole.url(), PgConfig::default()).unwrap(),
+        PgStore::open(shaped.url(), PgConfig::default()).unwrap(),
+    );
+    assert_eq!(
+        suite::contents(&shaped, &parties),
+        suite::contents(&whole, &parties)
+    );
+    suite::packing::assert_small_batches_exported(&shaped, 0..400);
 }
 
 /// Damaged compressed blobs, written with SQL, fail an export and an ingest that reads them back

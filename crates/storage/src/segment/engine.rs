@@ -197,6 +197,14 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         }
     }
 
+    /// The engine, keeping runs of at most `bytes` whole in all (see
+    /// [`WriterOptions::remembered_bytes`](crate::WriterOptions::remembered_bytes)) instead of
+    /// [`TAILS_BYTES`](super::TAILS_BYTES).
+    pub fn remembering(mut self, bytes: usize) -> Self {
+        self.tails = Tails::bounded(bytes);
+        self
+    }
+
     /// Forgets the owners' last segments, held ones included: a transaction that wrote them
     /// failed, or another writer may have changed them.
     pub fn forget(&mut self) {
@@ -954,8 +962,7 @@ mod tests {
     fn a_run_beyond_the_bound_is_remembered_by_its_shape_and_read_back_to_merge() {
         let (mut whole, mut reference) = (Engine::new(PACKING), Memory::default());
         // Nothing kept whole: every run remembered by its shape.
-        let (mut shaped, mut table) = (Engine::new(PACKING), Memory::default());
-        shaped.tails = Tails::bounded(0);
+        let (mut shaped, mut table) = (Engine::new(PACKING).remembering(0), Memory::default());
         // Transactions of two batches of a line each: two transactions fill the small tail,
         // so every second one merges the run.
         for time in 1..=12 {

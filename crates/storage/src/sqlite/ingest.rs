@@ -7,13 +7,14 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::checkpoint::Checkpoints;
-use super::segments::{ALL_DATA, LEDGER, ORACLE, Segments};
+use super::segments::{ALL_DATA, LEDGER, ORACLE, Segments, Table};
 use super::{connect, map_err};
 use crate::backend::Then;
 use crate::segment::{self, Engine, Line};
 use crate::tip;
 use crate::{
     BlockRecord, BlockState, ChainState, Error, IngestBatch, IngestWriter, LedgerRow, OracleRow,
+    WriterOptions,
 };
 
 /// Writes ingested rows into an [`SqliteStore`](super::SqliteStore).
@@ -40,13 +41,23 @@ struct Tails {
     specs: Engine<i64>,
 }
 
-impl Default for Tails {
-    fn default() -> Self {
+impl Tails {
+    /// Engines that know nothing yet, each bounded as `options` says.
+    fn new(options: &WriterOptions) -> Self {
+        let engine =
+            |table: &Table| Engine::new(table.packing).remembering(options.remembered_bytes);
         Self {
             version: None,
-            parties: Engine::new(LEDGER.packing),
-            specs: Engine::new(ORACLE.packing),
+            parties: engine(&LEDGER),
+            specs: engine(&ORACLE),
         }
+    }
+
+    /// Forgets every owner: a transaction failed, or another writer committed.
+    fn forget(&mut self) {
+        self.version = None;
+        self.parties.forget();
+        self.specs.forget();
     }
 }
 
@@ -116,7 +127,7 @@ impl Dictionaries {
 }
 
 impl SqliteWriter {
-    pub(super) fn open(path: &Path) -> Result<Self, Error> {
+    pub(super) fn open(path: &Path, options: &WriterOptions) -> Result<Self, Error> {
         let conn = connect(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -134,7 +145,7 @@ impl SqliteWriter {
         Ok(Self {
             conn,
             dictionaries: Dictionaries::default(),
-            tails: Tails::default(),
+            tails: Tails::new(options),
             checkpoints: Checkpoints::new(path),
             open: None,
         })
@@ -152,8 +163,7 @@ impl SqliteWriter {
                     .map_err(map_err)?;
                 let version = data_version(&self.conn)?;
                 if self.tails.version != Some(version) {
-                    self.tails.parties.forget();
-                    self.tails.specs.forget();
+                    self.tails.forget();
                 }
                 self.open = Some(version);
                 version
@@ -199,7 +209,7 @@ impl SqliteWriter {
         }
         self.open = None;
         self.dictionaries = Dictionaries::default();
-        self.tails = Tails::default();
+        self.tails.forget();
     }
 }
 

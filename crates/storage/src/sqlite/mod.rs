@@ -43,7 +43,7 @@ use crate::error::Damage;
 use crate::segment::SegmentRef;
 use crate::{
     Backend, ChainState, ChainTip, Error, Examples, Health, IngestWriter, Migrated, Scrub,
-    ScrubProgress, Store, checksum,
+    ScrubProgress, Store, WriterOptions, checksum,
 };
 pub use ingest::SqliteWriter;
 use pool::Pool;
@@ -133,7 +133,12 @@ impl SqliteStore {
     /// Opens the single writer of this store. SQLite admits one writer at a time; a second one
     /// waits for the first one's transaction to end.
     pub fn writer(&self) -> Result<SqliteWriter, Error> {
-        SqliteWriter::open(&self.path)
+        self.writer_with(&WriterOptions::default())
+    }
+
+    /// [`writer`](Self::writer), opened with `options`.
+    pub fn writer_with(&self, options: &WriterOptions) -> Result<SqliteWriter, Error> {
+        SqliteWriter::open(&self.path, options)
     }
 }
 
@@ -252,9 +257,9 @@ impl Backend for SqliteBackend {
         )?))
     }
 
-    fn open_writer(&self) -> Result<Box<dyn IngestWriter>, Error> {
+    fn open_writer(&self, options: &WriterOptions) -> Result<Box<dyn IngestWriter>, Error> {
         let store = SqliteStore::open(&self.path, self.config.clone())?;
-        Ok(Box::new(store.writer()?))
+        Ok(Box::new(store.writer_with(options)?))
     }
 
     fn migrate(&self) -> Result<Migrated, Error> {

@@ -11,7 +11,7 @@ use tempfile::TempDir;
 use super::schema::MIGRATIONS;
 use super::{SqliteConfig, SqliteStore};
 use crate::Store as _;
-use crate::{Error, Health, IngestWriter, LedgerStore, OracleStore, suite};
+use crate::{Error, Health, IngestWriter, LedgerStore, OracleStore, WriterOptions, suite};
 
 /// A fresh store in its own temporary directory, removed on drop.
 struct TempStore {
@@ -499,6 +499,11 @@ fn create_new_leaves_one_self_contained_file_or_nothing() {
 
 /// Party 1's segments' lines' bytes, in key order.
 fn segment_sizes(path: &std::path::Path) -> Vec<usize> {
+    party_segment_sizes(path, 1)
+}
+
+/// Party `party`'s segments' lines' bytes, in key order.
+fn party_segment_sizes(path: &std::path::Path, party: u8) -> Vec<usize> {
     let conn = Connection::open(path).unwrap();
     let mut statement = conn
         .prepare(
@@ -507,7 +512,7 @@ fn segment_sizes(path: &std::path::Path) -> Vec<usize> {
         )
         .unwrap();
     statement
-        .query_map([&suite::party(1).as_bytes()[..]], |row| {
+        .query_map([&suite::party(party).as_bytes()[..]], |row| {
             row.get::<_, i64>(0)
         })
         .unwrap()
@@ -534,4 +539,28 @@ fn a_stream_of_small_batches_fills_segments() {
     // 150 kB of lines: four segments of at least 32 KiB.
     suite::packing::assert_packed(&segment_sizes(temp.store.path()), 4);
     suite::packing::assert_small_batches_exported(&temp.store, 0..500);
+}
+
+#[test]
+fn runs_remembered_by_their_shape_are_stored_as_runs_kept_whole() {
+    let (whole, shaped) = (TempStore::new(), TempStore::new());
+    suite::packing::stage_small_batches(&mut whole.store.writer().unwrap(), 0..400);
+    // No run kept whole: every party's is remembered by its shape and read back to merge.
+    let nothing_whole = WriterOptions {
+        remembered_bytes: 0,
+    };
+    let mut writer = shaped.store.writer_with(&nothing_whole).unwrap();
+    suite::packing::stage_small_batches(&mut writer, 0..400);
+    for party in suite::packing::PARTIES {
+        let sizes = party_segment_sizes(whole.store.path(), party);
+        // 120 kB of lines a party: three segments of at least 32 KiB, then a run.
+        suite::packing::assert_packed(&sizes, 3);
+        assert_eq!(party_segment_sizes(shaped.store.path(), party), sizes);
+    }
+    let parties = suite::packing::PARTIES;
+    assert_eq!(
+        suite::contents(&shaped.store, &parties),
+        suite::contents(&whole.store, &parties)
+    );
+    suite::packing::assert_small_batches_exported(&shaped.store, 0..400);
 }

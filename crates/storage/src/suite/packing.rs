@@ -1,12 +1,14 @@
 //! How a stream of small batches is packed into a party's ledger segments, alike on every
 //! backend: each backend's test commits [`small_batch`]es (restarting its writer now and then,
 //! so that the run is read back from the store as well as remembered) and checks the stored
-//! sizes with [`assert_packed`] and the export with [`assert_small_batches_exported`].
+//! sizes with [`assert_packed`] and the export with [`assert_small_batches_exported`]; and
+//! stages them for several parties ([`stage_small_batches`]) through a writer that keeps runs
+//! whole and one that remembers them by their shape, which must store the same segments.
 
 use std::ops::Range;
 
 use crate::segment::{RUN_SEGMENTS, SMALL_TAIL_BYTES};
-use crate::{IngestBatch, Store};
+use crate::{IngestBatch, IngestWriter, LedgerRow, Store};
 
 /// Lines in each [`small_batch`].
 const LINES: u64 = 3;
@@ -18,14 +20,40 @@ const WIDTH: usize = 100;
 /// 100-byte lines of party 1, asset 1, at vega times `3n` to `3n + 2`, each labelled with its
 /// line number.
 pub fn small_batch(n: u64) -> IngestBatch {
-    let rows = (n * LINES..(n + 1) * LINES)
+    super::ledger_batch(small_rows(1, n))
+}
+
+/// The lines of party `party` in [`small_batch`] `n`.
+fn small_rows(party: u8, n: u64) -> Vec<LedgerRow> {
+    (n * LINES..(n + 1) * LINES)
         .map(|line| {
             let time = i64::try_from(line).unwrap();
             let label = format!("{line:0>width$}", width = WIDTH - 1);
-            super::ledger_row(&label, 1, 1, (time, n, line, 0))
+            super::ledger_row(&label, party, 1, (time, n, line, 0))
         })
-        .collect();
-    super::ledger_batch(rows)
+        .collect()
+}
+
+/// The parties of [`stage_small_batches`].
+pub const PARTIES: [u8; 3] = [1, 2, 3];
+
+/// Writes [`small_batch`]es `batches`, each holding the lines of every one of [`PARTIES`],
+/// through `writer` as an ingest does: staged, three batches to a transaction, so that
+/// segments are held across batches and runs both grow and merge.
+pub fn stage_small_batches(writer: &mut dyn IngestWriter, batches: Range<u64>) {
+    for n in batches {
+        let rows = PARTIES
+            .iter()
+            .flat_map(|party| small_rows(*party, n))
+            .collect();
+        let batch = super::ledger_batch(rows);
+        if n % 3 == 2 {
+            writer.commit(&batch).unwrap();
+        } else {
+            writer.stage(&batch).unwrap();
+        }
+    }
+    writer.commit(&IngestBatch::default()).unwrap();
 }
 
 /// Checks that party 1 exports every line of the small batches `batches`, in order.
