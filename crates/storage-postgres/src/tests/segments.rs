@@ -386,30 +386,19 @@ fn runs_remembered_by_their_shape_are_stored_as_runs_kept_whole() {
     ) else {
         return;
     };
-    let mut writer = PgStore::writer(whole.url()).unwrap();
-    suite::packing::stage_small_batches(&mut writer, 0..400);
+    suite::packing::stage_small_batches(&mut PgStore::writer(whole.url()).unwrap());
     // No run kept whole: every party's is remembered by its shape and read back to merge.
     let nothing_whole = WriterOptions {
         remembered_bytes: 0,
     };
     let mut writer = PgStore::writer_with(shaped.url(), &nothing_whole).unwrap();
-    suite::packing::stage_small_batches(&mut writer, 0..400);
+    suite::packing::stage_small_batches(&mut writer);
+    let store = |db: &TestDatabase| PgStore::open(db.url(), PgConfig::default()).unwrap();
     let parties = suite::packing::PARTIES;
-    let sizes = party_segment_sizes(&whole, &parties);
-    for party_sizes in &sizes {
-        // 120 kB of lines a party: three segments of at least 32 KiB, then a run.
-        suite::packing::assert_packed(party_sizes, 3);
-    }
-    assert_eq!(party_segment_sizes(&shaped, &parties), sizes);
-    let (whole, shaped) = (
-        PgStore::open(whole.url(), PgConfig::default()).unwrap(),
-        PgStore::open(shaped.url(), PgConfig::default()).unwrap(),
+    suite::packing::assert_stored_alike(
+        (&store(&whole), &party_segment_sizes(&whole, &parties)),
+        (&store(&shaped), &party_segment_sizes(&shaped, &parties)),
     );
-    assert_eq!(
-        suite::contents(&shaped, &parties),
-        suite::contents(&whole, &parties)
-    );
-    suite::packing::assert_small_batches_exported(&shaped, 0..400);
 }
 
 /// Damaged compressed blobs, written with SQL, fail an export and an ingest that reads them back

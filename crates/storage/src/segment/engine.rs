@@ -121,6 +121,10 @@ pub fn trailing_run<T>(mut last: Vec<(LineKey, Option<T>)>) -> Vec<(LineKey, T)>
 /// and key (see [`Engine::store`]).
 pub type Kept<O> = HashMap<(O, LineKey), Vec<u8>>;
 
+/// The runs a writer remembers of a group's owners whose lines all come after them, each with
+/// whether the lines [`follow`](Engine::follows) it.
+type Known<O> = HashMap<O, (Remembered, bool)>;
+
 /// A writer's segment engine for one table: its packing policy and what it remembers of its
 /// owners' last segments. Only valid while its writer is the only one committing: a writer
 /// calls [`forget`](Self::forget) when a transaction fails or another writer may have
@@ -297,10 +301,10 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             ) = self.read_back(table, group)?;
             for owner_lines in group {
                 let owner = owner_lines[0].0;
-                // A remembered run is one the lines follow (`Tails::take`).
-                let rewrite = if let Some(run) = known.remove(&owner) {
+                // A remembered run is one the lines come after (`Tails::take`).
+                let rewrite = if let Some((run, follows)) = known.remove(&owner) {
                     let held = self.held.remove(&owner);
-                    self.append(run, held, owner_lines)?
+                    self.append(run, follows, held, owner_lines)?
                 } else {
                     let mut segments = stored.remove(&owner).unwrap_or_default();
                     segments.sort_unstable_by_key(|(key, _)| *key);
@@ -310,7 +314,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                     let appends = segments.last().is_none_or(|(last, _)| *last < first)
                         && last_keys.get(&owner).is_none_or(|last| *last < first);
                     if appends {
-                        self.append(Remembered::Whole(segments), false, owner_lines)?
+                        let run = Remembered::Whole(segments);
+                        let follows = self.follows(&run, false, owner_lines);
+                        self.append(run, follows, false, owner_lines)?
                     } else {
                         match self.merge(owner, segments, owner_lines, &mut kept)? {
                             Some(rewrite) => rewrite,
@@ -347,15 +353,16 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     }
 
     /// For a group of a batch's owners (each its lines, in key order): the runs this writer
-    /// remembers of those that only append to them, taken from its memory (a run remembered by
-    /// its shape that the batch merges is read back, its held segment joining it in memory),
-    /// and what `table` holds of the others, read in one [`SegmentTable::touched`] (none when
-    /// all are known), once their held segments, if any, are written.
+    /// remembers of those that only append to them, taken from its memory, each with whether
+    /// the lines [`follow`](Self::follows) it (a run remembered by its shape that the batch
+    /// merges is read back, its held segment joining it in memory), and what `table` holds of
+    /// the others, read in one [`SegmentTable::touched`] (none when all are known), once their
+    /// held segments, if any, are written.
     fn read_back<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
         group: &[&[(O, Line<'_>)]],
-    ) -> Result<(HashMap<O, Remembered>, Touched<O>), Error> {
+    ) -> Result<(Known<O>, Touched<O>), Error> {
         let mut known = HashMap::new();
         let mut asks = Vec::new();
         let mut unheld = Vec::new();
@@ -364,13 +371,15 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
             let held = self.held.contains(&owner);
             match self.tails.take(owner, first) {
-                Ok(shape @ Remembered::Shape(_)) if !self.follows(&shape, held, owner_lines) => {
-                    // The owner stays held: its held segment is the last of the run merged.
-                    merged.push((owner, shape.into_held(held)));
-                }
                 Ok(run) => {
-                    known.insert(owner, run);
-                    continue;
+                    let follows = self.follows(&run, held, owner_lines);
+                    if follows || matches!(run, Remembered::Whole(_)) {
+                        known.insert(owner, (run, follows));
+                        continue;
+                    }
+                    // A shape to merge: the owner stays held, its held segment the last of the
+                    // run read back.
+                    merged.push((owner, run.into_held(held)));
                 }
                 Err(stale) => {
                     self.held.remove(&owner);
@@ -397,7 +406,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             let mut run = read.stored.remove(&owner).unwrap_or_default();
             run.sort_unstable_by_key(|(key, _)| *key);
             run.extend(held.and_then(|segment| Some((segment.last_key()?, segment))));
-            known.insert(owner, Remembered::Whole(run));
+            known.insert(owner, (Remembered::Whole(run), false));
         }
         Ok((known, read))
     }
@@ -414,15 +423,15 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
 
     /// Lines that all come after the owner's stored ones, `run` its run (its last segment
     /// `held` or stored): added to the held segment, or held as a segment of their own after
-    /// the run, while the run stays within the policy's bounds; or else merged with it, which
-    /// a run remembered by its shape never is ([`read_back`](Self::read_back) reads it back).
+    /// the run, when they [`follow`](Self::follows) it; or else merged with it, which a run
+    /// remembered by its shape never is ([`read_back`](Self::read_back) reads it back).
     fn append(
         &self,
         run: Remembered,
+        follows: bool,
         held: bool,
         lines: &[(O, Line<'_>)],
     ) -> Result<Rewrite, Error> {
-        let follows = self.follows(&run, held, lines);
         let lines = || lines.iter().map(|(_, line)| *line);
         if follows {
             let run = match run {

@@ -544,23 +544,20 @@ fn a_stream_of_small_batches_fills_segments() {
 #[test]
 fn runs_remembered_by_their_shape_are_stored_as_runs_kept_whole() {
     let (whole, shaped) = (TempStore::new(), TempStore::new());
-    suite::packing::stage_small_batches(&mut whole.store.writer().unwrap(), 0..400);
+    suite::packing::stage_small_batches(&mut whole.store.writer().unwrap());
     // No run kept whole: every party's is remembered by its shape and read back to merge.
     let nothing_whole = WriterOptions {
         remembered_bytes: 0,
     };
-    let mut writer = shaped.store.writer_with(&nothing_whole).unwrap();
-    suite::packing::stage_small_batches(&mut writer, 0..400);
-    for party in suite::packing::PARTIES {
-        let sizes = party_segment_sizes(whole.store.path(), party);
-        // 120 kB of lines a party: three segments of at least 32 KiB, then a run.
-        suite::packing::assert_packed(&sizes, 3);
-        assert_eq!(party_segment_sizes(shaped.store.path(), party), sizes);
-    }
-    let parties = suite::packing::PARTIES;
-    assert_eq!(
-        suite::contents(&shaped.store, &parties),
-        suite::contents(&whole.store, &parties)
+    suite::packing::stage_small_batches(&mut shaped.store.writer_with(&nothing_whole).unwrap());
+    let sizes = |temp: &TempStore| -> Vec<Vec<usize>> {
+        let parties = suite::packing::PARTIES.iter();
+        parties
+            .map(|party| party_segment_sizes(temp.store.path(), *party))
+            .collect()
+    };
+    suite::packing::assert_stored_alike(
+        (&whole.store, &sizes(&whole)),
+        (&shaped.store, &sizes(&shaped)),
     );
-    suite::packing::assert_small_batches_exported(&shaped.store, 0..400);
 }

@@ -37,11 +37,14 @@ fn small_rows(party: u8, n: u64) -> Vec<LedgerRow> {
 /// The parties of [`stage_small_batches`].
 pub const PARTIES: [u8; 3] = [1, 2, 3];
 
-/// Writes [`small_batch`]es `batches`, each holding the lines of every one of [`PARTIES`],
-/// through `writer` as an ingest does: staged, three batches to a transaction, so that
-/// segments are held across batches and runs both grow and merge.
-pub fn stage_small_batches(writer: &mut dyn IngestWriter, batches: Range<u64>) {
-    for n in batches {
+/// The batches [`stage_small_batches`] writes: 120 kB of lines a party.
+const STAGED: Range<u64> = 0..400;
+
+/// Writes the [`small_batch`]es of [`STAGED`], each holding the lines of every one of
+/// [`PARTIES`], through `writer` as an ingest does: staged, three batches to a transaction, so
+/// that segments are held across batches and runs both grow and merge.
+pub fn stage_small_batches(writer: &mut dyn IngestWriter) {
+    for n in STAGED {
         let rows = PARTIES
             .iter()
             .flat_map(|party| small_rows(*party, n))
@@ -54,6 +57,25 @@ pub fn stage_small_batches(writer: &mut dyn IngestWriter, batches: Range<u64>) {
         }
     }
     writer.commit(&IngestBatch::default()).unwrap();
+}
+
+/// Checks what [`stage_small_batches`] stored through a writer keeping every run whole and
+/// through one keeping none (every run remembered by its shape): each store with each of
+/// [`PARTIES`]' segments' sizes in key order. The same segments, packed, and the same answers.
+pub fn assert_stored_alike(
+    (whole, whole_sizes): (&impl Store, &[Vec<usize>]),
+    (shaped, shaped_sizes): (&impl Store, &[Vec<usize>]),
+) {
+    for sizes in whole_sizes {
+        // Three segments of at least 32 KiB, then a run.
+        assert_packed(sizes, 3);
+    }
+    assert_eq!(shaped_sizes, whole_sizes);
+    assert_eq!(
+        super::contents(shaped, &PARTIES),
+        super::contents(whole, &PARTIES)
+    );
+    assert_small_batches_exported(shaped, STAGED);
 }
 
 /// Checks that party 1 exports every line of the small batches `batches`, in order.
