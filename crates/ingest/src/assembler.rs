@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ledger_core::{EntryKey, PartyId, VegaTime, VegaTimeColumn, restamp};
 use oracle_core::Position;
+use storage::backend::Then;
 use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
 use crate::frames::PeerControl;
@@ -151,17 +152,6 @@ struct Transaction {
     open: bool,
 }
 
-/// What a block boundary does with the batch (see [`Assembler::due`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Due {
-    /// Nothing yet.
-    Not,
-    /// The batch is written into the open transaction, which stays open.
-    Stage,
-    /// The batch is written and the transaction committed.
-    Commit,
-}
-
 impl<'o, 'p> Assembler<'o, 'p> {
     pub(crate) fn new(
         store: StoreHandle,
@@ -245,10 +235,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
                 };
                 if accepted? {
                     // A block boundary: the place to commit or to stop.
-                    match self.due() {
-                        Due::Not => {}
-                        Due::Stage => self.flush(false)?,
-                        Due::Commit => self.flush(true)?,
+                    if let Some(then) = self.due() {
+                        self.flush(then)?;
                     }
                     if self.stop_requested() {
                         self.commit()?;
@@ -275,7 +263,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
             .is_some_and(|stop| stop.load(Ordering::Relaxed))
     }
 
-    /// What the batch's block boundary does: the batch goes to the writer once it holds
+    /// What the batch's block boundary does: nothing yet (`None`), or the batch goes to the
+    /// writer, which then commits or keeps its transaction open. It goes once it holds
     /// `max_batch_rows` rows, and its transaction is committed once it is old, or holds
     /// `max_batch_rows` rows and [`ROWS_PER_PARTY`] rows per party, or [`GROWTH`] times the
     /// rows whatever the parties; a batch sent before that is staged in the transaction.
@@ -286,7 +275,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
     /// one of a few busy parties is committed every `max_batch_rows` rows as before. Either
     /// way the rows held in memory are at most `IN_FLIGHT` + 1 batches of `max_batch_rows` (sent
     /// to the writer, and filling), whatever the parties.
-    fn due(&self) -> Due {
+    fn due(&self) -> Option<Then> {
         let rows = self.batch.ledger_rows.len() + self.batch.oracle_rows.len();
         let transaction = &self.transaction;
         let total = transaction.staged_rows + rows;
@@ -297,11 +286,11 @@ impl<'o, 'p> Assembler<'o, 'p> {
         let worth =
             total >= max_rows && total >= ROWS_PER_PARTY.saturating_mul(transaction.parties.len());
         if aged || worth || total >= max_rows.saturating_mul(GROWTH) {
-            Due::Commit
+            Some(Then::Commit)
         } else if rows >= max_rows {
-            Due::Stage
+            Some(Then::KeepOpen)
         } else {
-            Due::Not
+            None
         }
     }
 
@@ -542,8 +531,8 @@ impl<'o, 'p> Assembler<'o, 'p> {
     /// Hands the batch to the writer thread, once fewer than [`IN_FLIGHT`] batches sent are
     /// still unwritten, to be staged in the transaction or to commit it (with an empty batch
     /// when only staged ones are left).
-    fn flush(&mut self, commit: bool) -> Result<(), IngestError> {
-        if self.batch.is_empty() && !(commit && self.transaction.open) {
+    fn flush(&mut self, then: Then) -> Result<(), IngestError> {
+        if self.batch.is_empty() && !(then == Then::Commit && self.transaction.open) {
             return Ok(());
         }
         while self.store.in_flight.len() >= IN_FLIGHT {
@@ -551,15 +540,16 @@ impl<'o, 'p> Assembler<'o, 'p> {
         }
         let batch = std::mem::take(&mut self.batch);
         let rows = batch.ledger_rows.len() + batch.oracle_rows.len();
-        self.store.send(Job::Write { batch, commit })?;
+        self.store.send(Job::Write { batch, then })?;
         self.store
             .in_flight
-            .push_back((std::mem::take(&mut self.pending), commit));
-        if commit {
-            self.transaction = Transaction::default();
-        } else {
-            self.transaction.staged_rows += rows;
-            self.transaction.open = true;
+            .push_back((std::mem::take(&mut self.pending), then));
+        match then {
+            Then::Commit => self.transaction = Transaction::default(),
+            Then::KeepOpen => {
+                self.transaction.staged_rows += rows;
+                self.transaction.open = true;
+            }
         }
         // The batch written before comes back with its rows: they are freed here, while the
         // writer writes this one, and its buffers hold the next batch.
@@ -573,7 +563,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
     /// Waits for the oldest batch in flight, if any, to be written, and reports what is
     /// committed.
     fn settle(&mut self) -> Result<(), IngestError> {
-        let Some((written, committed)) = self.store.in_flight.pop_front() else {
+        let Some((written, then)) = self.store.in_flight.pop_front() else {
             return Ok(());
         };
         match self.store.answer()? {
@@ -585,7 +575,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
             }
         }
         self.staged.absorb(&written);
-        if committed {
+        if then == Then::Commit {
             self.stats.absorb(&std::mem::take(&mut self.staged));
             (self.progress)(&self.stats);
         }
@@ -594,7 +584,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
 
     /// Commits everything complete and waits until it is.
     fn commit(&mut self) -> Result<(), IngestError> {
-        self.flush(true)?;
+        self.flush(Then::Commit)?;
         while !self.store.in_flight.is_empty() {
             self.settle()?;
         }

@@ -3,6 +3,7 @@
 
 use std::sync::mpsc::{Receiver, SyncSender};
 
+use storage::backend::Then;
 use storage::{BlockRecord, IngestBatch, IngestWriter};
 
 use crate::{IngestError, IngestStats};
@@ -16,8 +17,9 @@ pub(crate) const IN_FLIGHT: usize = 2;
 
 /// A request to the writer thread, answered in order by a [`Done`].
 pub(crate) enum Job {
-    /// Write the batch, then commit the transaction (with what is staged in it) or not.
-    Write { batch: IngestBatch, commit: bool },
+    /// Write the batch, then commit the transaction (with what is staged in it) or keep it
+    /// open.
+    Write { batch: IngestBatch, then: Then },
     /// The blocks stored at a height.
     Blocks(u64),
 }
@@ -38,11 +40,10 @@ pub(crate) fn write_jobs(
         let answer = match job {
             // The batch goes back whole, rows and all: freeing them is the assembler's work,
             // since this thread is the ingest's bottleneck.
-            Job::Write { batch, commit } => {
-                let written = if commit {
-                    writer.commit(&batch)
-                } else {
-                    writer.stage(&batch)
+            Job::Write { batch, then } => {
+                let written = match then {
+                    Then::Commit => writer.commit(&batch),
+                    Then::KeepOpen => writer.stage(&batch),
                 };
                 Done::Written(written.map(|()| batch))
             }
@@ -60,7 +61,7 @@ pub(crate) struct StoreHandle {
     pub(crate) done: Receiver<Done>,
     /// The counters of each batch sent and not yet written, oldest first, and whether its
     /// write commits.
-    pub(crate) in_flight: std::collections::VecDeque<(IngestStats, bool)>,
+    pub(crate) in_flight: std::collections::VecDeque<(IngestStats, Then)>,
 }
 
 impl StoreHandle {
