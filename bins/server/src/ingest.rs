@@ -29,7 +29,7 @@ pub struct IngestArgs {
     #[arg(id = "ingest", value_name = "PATH|-|tcp://HOST:PORT")]
     input: String,
     #[command(flatten)]
-    format: FormatArgs,
+    tuning: IngestTuning,
     /// Once the event socket (tcp://HOST:PORT) listens, write its bound address (e.g.
     /// tcp://127.0.0.1:3005) and a newline to this file, atomically: for scripts and tests that
     /// listen on port 0.
@@ -47,14 +47,14 @@ pub struct IngestArgs {
 /// the next block boundary; a second signal stops at once).
 pub fn ingest(args: IngestArgs) -> Result<()> {
     let db = backend::backend(args.db.as_deref())?;
-    let mut writer = backend::open_writer(&*db, &args.format.writer_options())?;
+    let mut writer = backend::open_writer(&*db, &args.tuning.writer_options())?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::signals::stop_on_signal(&stop)?;
     let show_progress = args.progress || (!args.quiet && io::stderr().is_terminal());
     let mut reporter = Progress::new(show_progress);
     let stats = run(
         &args.input,
-        &args.format,
+        &args.tuning,
         args.ingest_addr_file.as_deref(),
         &mut *writer,
         &stop,
@@ -76,10 +76,10 @@ pub fn ingest(args: IngestArgs) -> Result<()> {
     Ok(())
 }
 
-/// How an input's records are read, and how much the writer keeps of what it stored: the
-/// settings `ingest` and `serve --ingest` share.
+/// How an ingest reads its input's records, and how much its writer keeps of what it stored:
+/// the flags `ingest` and `serve --ingest` share beside the input itself.
 #[derive(Clone, Debug, Args)]
-pub struct FormatArgs {
+pub struct IngestTuning {
     /// The input's format, detected from its first bytes unless given: gzip is always
     /// recognised; `{` or whitespace first means NDJSON, anything else buffer records.
     #[arg(long, value_enum)]
@@ -96,7 +96,7 @@ pub struct FormatArgs {
     remembered_mib: usize,
 }
 
-impl FormatArgs {
+impl IngestTuning {
     /// The writer's options these flags give.
     pub fn writer_options(&self) -> WriterOptions {
         WriterOptions {
@@ -128,7 +128,7 @@ impl From<FormatArg> for Format {
 /// ends or `stop` is set.
 pub fn run(
     input: &str,
-    format: &FormatArgs,
+    tuning: &IngestTuning,
     addr_file: Option<&Path>,
     writer: &mut dyn IngestWriter,
     stop: &AtomicBool,
@@ -137,7 +137,7 @@ pub fn run(
     let source = if input == "-" {
         Input::stdin()
     } else if let Some(address) = input.strip_prefix("tcp://") {
-        let socket = Socket::bind(address, format.max_record_bytes)
+        let socket = Socket::bind(address, tuning.max_record_bytes)
             .with_context(|| format!("cannot listen on {input}"))?;
         tracing::info!(
             address = socket.address(),
@@ -152,8 +152,8 @@ pub fn run(
     };
     let options = IngestOptions {
         stop: Some(stop),
-        format: format.format.map(Format::from),
-        max_record_bytes: format.max_record_bytes,
+        format: tuning.format.map(Format::from),
+        max_record_bytes: tuning.max_record_bytes,
         ..IngestOptions::default()
     };
     ingest::ingest(source, writer, &options, progress)
@@ -164,7 +164,7 @@ pub fn run(
 /// bringing `store`'s chain tip up to each commit.
 pub fn spawn(
     input: String,
-    format: FormatArgs,
+    tuning: IngestTuning,
     ingest_addr_file: Option<PathBuf>,
     mut writer: Box<dyn IngestWriter>,
     store: Arc<dyn Store>,
@@ -182,7 +182,7 @@ pub fn spawn(
             let addr_file = ingest_addr_file.as_deref();
             let result = run(
                 &input,
-                &format,
+                &tuning,
                 addr_file,
                 &mut *writer,
                 &stop,

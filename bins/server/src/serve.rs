@@ -27,7 +27,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let db = backend::backend(args.db.as_deref())?;
     // The writer first: with PostgreSQL it creates the schema the server then checks.
     let writer = match &args.ingest {
-        Some(_) => Some(backend::open_writer(&*db, &args.format.writer_options())?),
+        Some(_) => Some(backend::open_writer(&*db, &args.tuning.writer_options())?),
         None => None,
     };
     let store = backend::open_store(&*db, args.max_readers())?;
@@ -37,7 +37,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let ingest_thread = match (&args.ingest, writer) {
         (Some(input), Some(writer)) => Some(crate::ingest::spawn(
             input.clone(),
-            args.format.clone(),
+            args.tuning.clone(),
             args.ingest_addr_file.clone(),
             writer,
             Arc::clone(&store),

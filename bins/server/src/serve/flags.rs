@@ -39,7 +39,7 @@ pub struct ServeArgs {
     pub ingest_addr_file: Option<PathBuf>,
     /// With --ingest: how the stream is read and what the writer keeps.
     #[command(flatten)]
-    pub format: crate::ingest::FormatArgs,
+    pub tuning: crate::ingest::IngestTuning,
     /// Origins whose pages may read the answers: a comma-separated list, or * for any.
     #[arg(long, env = "DATANODE_CORS_ORIGINS", default_value = "*")]
     cors_origins: String,
