@@ -225,7 +225,8 @@ impl Standby {
     ///
     /// When the copy fails and [`NO_SERVER_VAR`] is not set (or set under CI), or the start
     /// fails: the server must accept replication connections from loopback (a `host
-    /// replication all 127.0.0.1/32 trust` line in `pg_hba.conf`, which `.ci/run` adds).
+    /// replication all 127.0.0.1/32 trust` line in `pg_hba.conf`, which `.ci/run` adds), and
+    /// the temporary directory must have room for a copy of every database on it.
     pub fn start(programs: &Programs, admin_url: &str, dir: &Path) -> Option<Standby> {
         programs.own(dir);
         let data = dir.join("data");
@@ -242,12 +243,20 @@ impl Standby {
             .output()
             .expect("pg_basebackup runs");
         if !backup.status.success() {
+            let stderr = String::from_utf8_lossy(&backup.stderr);
+            let hint = if stderr.contains("pg_hba.conf") {
+                "The server must accept replication connections from this machine: add `host \
+                 replication all 127.0.0.1/32 trust` to its pg_hba.conf and reload it (as \
+                 .ci/run does)"
+            } else {
+                // Seen: "No space left on device" after a benchmark left its databases behind.
+                "The copy holds the whole cluster, every database of the test server included: \
+                 the temporary directory needs room for all of them"
+            };
             opt_out(
                 &format!(
-                    "pg_basebackup of the test server failed: {}\nThe server must accept \
-                     replication connections from this machine: add `host replication all \
-                     127.0.0.1/32 trust` to its pg_hba.conf and reload it (as .ci/run does)",
-                    String::from_utf8_lossy(&backup.stderr).trim()
+                    "pg_basebackup of the test server failed: {}\n{hint}",
+                    stderr.trim()
                 ),
                 "the read-replica test",
             );
