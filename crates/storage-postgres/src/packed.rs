@@ -8,7 +8,7 @@
 //! server never tries to compress them a second time.
 //!
 //! A packed blob is the decompressed size as a big-endian `u32`, then one LZ4 block. Big-endian
-//! rather than the little-endian prefix of `lz4_flex`'s `compress_prepend_size`: byte strings
+//! rather than the little-endian prefix that `lz4::block::compress` can prepend: byte strings
 //! then compare as the sizes do, so a query can tell a small segment by the first four bytes of
 //! its lines (`segments.rs`), which PostgreSQL reads without fetching the rest of the value.
 //!
@@ -18,7 +18,7 @@
 //! Format 5's was the CRC32C of the prefix and the block; format 6's is the block's XXH3 with the
 //! decompressed size (the prefix's value) as its seed.
 
-use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
+use lz4::block::{compress_bound, compress_to_buffer, decompress_to_buffer};
 
 use storage::{Bug, Damage, Error, checksum};
 
@@ -45,10 +45,11 @@ pub(super) fn size_prefix(size: usize) -> Vec<u8> {
 /// Compresses a blob for storage, with its checksum.
 pub(super) fn pack(bytes: &[u8]) -> Result<Vec<u8>, Error> {
     let size = u32::try_from(bytes.len()).map_err(|_| Bug::SegmentTooLarge)?;
-    let mut packed = vec![0; HEADER + get_maximum_output_size(bytes.len())];
+    let internal = |error: std::io::Error| Error::Internal(Box::new(error));
+    let mut packed = vec![0; HEADER + compress_bound(bytes.len()).map_err(internal)?];
     packed[..PREFIX].copy_from_slice(&size.to_be_bytes());
-    let written = compress_into(bytes, &mut packed[HEADER..])
-        .map_err(|error| Error::Internal(Box::new(error)))?;
+    let written =
+        compress_to_buffer(bytes, None, false, &mut packed[HEADER..]).map_err(internal)?;
     packed.truncate(HEADER + written);
     seal(&mut packed);
     Ok(packed)
@@ -141,8 +142,10 @@ pub(super) fn unpack_into(
             block.len()
         )));
     }
+    // The C decoder takes its sizes as `int`.
+    let stated = i32::try_from(size).map_err(|_| corrupt(format!("{size} bytes stated")))?;
     out.resize(size, 0);
-    match decompress_into(block, out) {
+    match decompress_to_buffer(block, Some(stated), out) {
         Ok(written) if written == size => Ok(()),
         Ok(written) => Err(corrupt(format!("{written} bytes, {size} stated"))),
         Err(error) => Err(corrupt(error.to_string())),
@@ -183,15 +186,21 @@ mod tests {
         }
     }
 
+    /// 300 short CSV-like lines, and their packed blob.
+    fn short_lines_packed() -> (Vec<u8>, Vec<u8>) {
+        let lines: Vec<u8> = (0..300)
+            .flat_map(|i| format!("{i},{}\n", i % 7).into_bytes())
+            .collect();
+        let packed = pack(&lines).unwrap();
+        (lines, packed)
+    }
+
     /// Every truncation and every single-byte change of a packed blob either decompresses to
     /// bytes of the stated size or is reported as corrupt: never a panic, never an allocation
     /// of the 4 GiB a damaged prefix may claim.
     #[test]
     fn damaged_blobs_are_reported_not_trusted() {
-        let lines: Vec<u8> = (0..300)
-            .flat_map(|i| format!("{i},{}\n", i % 7).into_bytes())
-            .collect();
-        let packed = pack(&lines).unwrap();
+        let (_, packed) = short_lines_packed();
         let mut out = Vec::new();
         for end in 0..packed.len() {
             assert!(
@@ -221,6 +230,52 @@ mod tests {
         huge[..PREFIX].copy_from_slice(&u32::MAX.to_be_bytes());
         seal(&mut huge);
         assert!(matches!(unpack(&huge, "csv"), Err(Error::Corrupt(_))));
+    }
+
+    /// What the checksum cannot catch, a block damaged before it was sealed, reaches the
+    /// decoder: every truncation and single-byte change of the block decodes to exactly the
+    /// stated size or is reported as corrupt, and so is every stated size but the true one.
+    #[test]
+    fn damaged_blocks_sealed_as_whole_are_refused_by_the_decoder() {
+        let (lines, packed) = short_lines_packed();
+        let mut out = Vec::new();
+        // Whether the damaged blob, sealed, decoded (to its stated size) rather than being
+        // refused as corrupt.
+        let mut decodes = |mut damaged: Vec<u8>, what: &str| {
+            seal(&mut damaged);
+            let stated = u32::from_be_bytes(damaged[..PREFIX].try_into().unwrap()) as usize;
+            match unpack_into(&damaged, "csv", &mut out) {
+                Ok(()) => {
+                    assert_eq!(out.len(), stated, "{what}");
+                    true
+                }
+                Err(Error::Corrupt(_)) => false,
+                Err(other) => panic!("{what}: {other:?}"),
+            }
+        };
+        for end in HEADER..packed.len() {
+            assert!(!decodes(
+                packed[..end].to_vec(),
+                &format!("truncated at {end}")
+            ));
+        }
+        let mut decoded = 0;
+        for at in HEADER..packed.len() {
+            for value in [0, 1, 0x0f, 0xf0, 0xff] {
+                let mut damaged = packed.clone();
+                damaged[at] = value;
+                decoded += usize::from(decodes(damaged, &format!("byte {at} set to {value}")));
+            }
+        }
+        // Some changes leave a block that still decodes (a literal byte changed, say), so the
+        // loop above reached the decoder's success path too.
+        assert!(decoded > 0);
+        for size in [0, 1, lines.len() - 1, lines.len() + 1, lines.len() * 2] {
+            let mut damaged = packed.clone();
+            damaged[..PREFIX].copy_from_slice(&size_prefix(size));
+            assert!(!decodes(damaged, &format!("{size} bytes stated")));
+        }
+        assert!(decodes(packed, "as packed"));
     }
 
     /// A blob of format 5 gets format 6's checksum when its CRC32C matches, and a checksum that
