@@ -1,6 +1,8 @@
 //! Oracle data pages: keyset range scans of the spec's segments (spec 0 for all data, see
 //! `segments.rs`), every page one read-only snapshot.
 
+use std::ops::Range;
+
 use ledger_core::OracleSpecId;
 use oracle_core::{PageRequest, Position, Scan};
 use postgres::GenericClient;
@@ -10,6 +12,7 @@ use super::packed::unpack_into;
 use super::segments::ALL_DATA;
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::Bug;
+use storage::backend::{push_node, reserve_nodes};
 use storage::segment::{self, LineKey, SegmentRef};
 use storage::{Error, OraclePage, OracleStore};
 
@@ -74,12 +77,20 @@ fn page(
         return Ok(OraclePage::assemble(request, Vec::new(), false, 0));
     };
     let main = request.read_ahead_scan(ahead);
+    let mut nodes = Vec::new();
     let (client, mut statements) = conn.autocommit();
-    if let Some(rows) = scan(client, &mut statements, (owner, &table), &main, true)?
-        && request.boundary_scan(&positions(&rows)).is_none()
+    if let Some(rows) = scan(
+        client,
+        &mut statements,
+        (owner, &table),
+        &main,
+        true,
+        &mut nodes,
+    )? && request.boundary_scan(&positions(&rows)).is_none()
     {
-        return Ok(OraclePage::assemble(request, rows, false, ahead));
+        return Ok(OraclePage::from_scan(request, rows, false, nodes, ahead));
     }
+    nodes.clear();
     let (mut tx, mut statements) = conn.snapshot()?;
     let rows = scanned(scan(
         &mut tx,
@@ -87,20 +98,22 @@ fn page(
         (owner, &table),
         &main,
         false,
+        &mut nodes,
     )?)?;
-    let boundary_exists = match request.boundary_scan(&positions(&rows)) {
+    let beyond = match request.boundary_scan(&positions(&rows)) {
         Some(boundary) => !scanned(scan(
             &mut tx,
             &mut statements,
             (owner, &table),
             &boundary,
             false,
+            &mut nodes,
         )?)?
         .is_empty(),
         None => false,
     };
     tx.commit().map_err(map_err)?;
-    Ok(OraclePage::assemble(request, rows, boundary_exists, ahead))
+    Ok(OraclePage::from_scan(request, rows, beyond, nodes, ahead))
 }
 
 /// The rows of a scan allowed as many statements as it needs.
@@ -145,10 +158,11 @@ fn spec_key(conn: &mut PgConn, spec: &OracleSpecId) -> Result<Option<i32>, Error
     Ok(key)
 }
 
-/// The data a scan found, in scan order, each at its position.
-type Rows = Vec<(Position, Vec<u8>)>;
+/// The data a scan found, in scan order, each at its position, its JSON a range of the page's
+/// nodes.
+type Rows = Vec<(Position, Range<usize>)>;
 
-fn positions(rows: &[(Position, Vec<u8>)]) -> Vec<Position> {
+fn positions(rows: &[(Position, Range<usize>)]) -> Vec<Position> {
     rows.iter().map(|(position, _)| *position).collect()
 }
 
@@ -217,16 +231,17 @@ impl SegmentScan {
 
 /// One scan of a page, on the connection or inside its transaction: the data beyond the
 /// anchor in scan direction, up to the limit, read from as many segments as they span, of the
-/// owner in its partition `table`. With `once`, a scan that would need a second statement
-/// returns `None` instead.
+/// owner in its partition `table`, their JSON appended to `nodes`. With `once`, a scan that
+/// would need a second statement returns `None` instead.
 fn scan(
     client: &mut impl GenericClient,
     statements: &mut Statements<'_>,
     (owner, table): (i32, &str),
     scan: &Scan,
     once: bool,
+    nodes: &mut Vec<u8>,
 ) -> Result<Option<Rows>, Error> {
-    let mut rows = Vec::new();
+    let mut rows = Vec::with_capacity(scan.limit.min(1024));
     if scan.limit == 0 {
         return Ok(Some(rows));
     }
@@ -268,8 +283,9 @@ fn scan(
                 from = Some(segment.line(if scan.descending { 0 } else { last }).key);
             }
             let room = scan.limit - rows.len();
+            reserve_nodes(nodes, json.len(), segment.len(), room);
             segment.scan_data(scan, room, |position, json| {
-                rows.push((position, json.to_vec()));
+                rows.push((position, push_node(nodes, json)));
             });
         }
         // Fewer segments than the most looked at: either the statement left out those after

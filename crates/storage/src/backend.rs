@@ -101,6 +101,18 @@ pub fn push_node(nodes: &mut Vec<u8>, node: &[u8]) -> Range<usize> {
     start..nodes.len()
 }
 
+/// Makes room in a page's `nodes` before a segment's data are cut into it, when it has less
+/// than the segment's `bytes` of JSON (`data` data) free: segments are alike, so room at once
+/// for the `rest` data the scan still wants (at most 1024), half as long again as this
+/// segment's mean. The buffer then grows once or twice a page rather than at every doubling,
+/// each a copy of the nodes so far.
+pub fn reserve_nodes(nodes: &mut Vec<u8>, bytes: usize, data: usize, rest: usize) {
+    if nodes.capacity() - nodes.len() < bytes {
+        let mean = bytes / data.max(1);
+        nodes.reserve(mean * rest.min(1024) * 3 / 2);
+    }
+}
+
 /// The half-open range as inclusive bounds, `None` when it holds no time at all: an open end
 /// must still include a row at `i64::MAX`, which no exclusive bound can.
 pub fn inclusive_bounds(range: &TimeRange) -> Option<(i64, i64)> {

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::segments::{ALL_DATA, ORACLE};
 use super::{SqliteStore, map_err, verified};
-use crate::backend::push_node;
+use crate::backend::{push_node, reserve_nodes};
 use crate::segment::{self, LineKey, SegmentRef};
 use crate::{Error, OraclePage, OracleStore};
 
@@ -147,14 +147,8 @@ fn scan(
                 Ok((json.len(), SegmentRef::new(json, keys)?))
             })
             .map_err(|err| ORACLE.at_segment(err, owner, row, 4))?;
-        if nodes.capacity() - nodes.len() < bytes {
-            // Segments are alike: room at once for the rest of the scan, for data half as long
-            // again as this segment's mean.
-            let rest = scan.limit.saturating_sub(out.len()).min(1024);
-            let mean = bytes / segment.len().max(1);
-            nodes.reserve(mean * rest * 3 / 2);
-        }
         let room = scan.limit - out.len();
+        reserve_nodes(nodes, bytes, segment.len(), room);
         segment.scan_data(scan, room, |position, json| {
             out.push((position, push_node(nodes, json)));
         });
