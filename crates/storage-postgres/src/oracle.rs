@@ -266,8 +266,7 @@ fn scan(
         let found = client.query(&statement, &params).map_err(map_err)?;
         let read = found.len() as i64;
         for row in &found {
-            json.clear();
-            keys.clear();
+            // Unpacked over the last segment's bytes: the buffers are zeroed only where they grow.
             let segment = unpack_into(row.get(0), "json", &mut json)
                 .and_then(|()| unpack_into(row.get(1), "keys", &mut keys))
                 .and_then(|()| SegmentRef::new(&json, &keys))
