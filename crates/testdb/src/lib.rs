@@ -125,8 +125,9 @@ fn admin(url: &str) -> Client {
     })
 }
 
-/// Drops the databases left by test processes that no longer run (killed before their guards
-/// dropped).
+/// Drops the databases left by test processes that no longer run: killed before their guards
+/// dropped, or holding a guard in a static, which is never dropped (the `it` suite's shared
+/// datasets, `support::mixed` and `support::whale`, leave two databases behind every run).
 fn drop_stale(admin: &mut Client) {
     let Ok(rows) = admin.query(
         "SELECT datname FROM pg_database WHERE datname LIKE 'datanode\\_test\\_%'",
