@@ -43,9 +43,10 @@ mod tls;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use postgres::{Client, Config, GenericClient, Statement};
+use postgres::{Client, Config, GenericClient, NoTls, Statement};
 
 pub use ingest::PgWriter;
 pub use schema::{BLOCKS_PER_PARTITION, DEFAULT_PARTITIONS, MAX_PARTITIONS};
@@ -450,6 +451,9 @@ pub(crate) const READER_PLANNER: &str = "SET plan_cache_mode = force_generic_pla
 pub(crate) struct Manager {
     config: Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// Whether a connection tries plain text first (`tls::plain_first`); cleared for good once
+    /// the server refused plain text and took TLS.
+    plain_first: AtomicBool,
 }
 
 impl Manager {
@@ -468,13 +472,33 @@ impl Manager {
             config.connect_timeout(wait);
         }
         Ok(Self {
+            plain_first: AtomicBool::new(tls::plain_first(&config)),
             config,
             tls: tls.connector,
         })
     }
 
     fn connect(&self) -> Result<Client, Error> {
-        self.config.connect(self.tls.clone()).map_err(map_err)
+        self.open().map_err(map_err)
+    }
+
+    /// A new session: in plain text first while [`Manager::plain_first`] holds, then with TLS as
+    /// `sslmode` asks. Once plain text was refused and TLS taken, every later one goes straight
+    /// to TLS.
+    fn open(&self) -> Result<Client, postgres::Error> {
+        if self.plain_first.load(Ordering::Relaxed) {
+            match self.config.connect(NoTls) {
+                Err(err) if tls::refused_plain_text(&err) => {
+                    tracing::debug!(error = %err, "plain text refused on loopback; trying TLS");
+                }
+                done => return done,
+            }
+        }
+        let client = self.config.connect(self.tls.clone())?;
+        if self.plain_first.swap(false, Ordering::Relaxed) {
+            tracing::info!("the database refused plain text on loopback: connecting with TLS");
+        }
+        Ok(client)
     }
 }
 
@@ -483,7 +507,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<PgConn, postgres::Error> {
-        let mut client = self.config.connect(self.tls.clone())?;
+        let mut client = self.open()?;
         client.batch_execute(READER_PLANNER)?;
         Ok(PgConn {
             client,

@@ -198,9 +198,9 @@ struct ThrowawayServer {
 }
 
 impl ThrowawayServer {
-    /// Starts one presenting `cert` and `key` (PEM); `None` when PostgreSQL is missing and
-    /// `NO_SERVER_VAR` is set.
-    fn start(cert: &str, key: &str) -> Option<Self> {
+    /// Starts one presenting `cert` and `key` (PEM), its `pg_hba.conf` initdb's or `hba`;
+    /// `None` when PostgreSQL is missing and `NO_SERVER_VAR` is set.
+    fn start(cert: &str, key: &str, hba: Option<&str>) -> Option<Self> {
         let programs = Programs::find("the TLS tests that need them")?;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("server.crt"), cert).unwrap();
@@ -229,6 +229,9 @@ impl ThrowawayServer {
                 "-D",
             ])
             .arg(&data));
+        if let Some(hba) = hba {
+            std::fs::write(data.join("pg_hba.conf"), hba).unwrap();
+        }
         let dir = server.dir.path().display();
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={dir} \
@@ -277,19 +280,27 @@ impl Drop for ThrowawayServer {
     }
 }
 
+/// An error and its sources, as one line.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Connects with `url` and tells whether the connection is encrypted, or the error's chain.
 fn connect(url: &str) -> Result<bool, String> {
-    let chain = |err: &dyn std::error::Error| {
-        let mut text = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
-    };
     let manager = Manager::new(url, Duration::from_secs(30)).map_err(|err| chain(&err))?;
+    encrypted(&manager)
+}
+
+/// Connects through `manager` and tells whether the connection is encrypted, or the error's
+/// chain.
+fn encrypted(manager: &Manager) -> Result<bool, String> {
     let mut client = manager.connect().map_err(|err| chain(&err))?;
     let row = client
         .query_one(
@@ -305,7 +316,7 @@ fn verify_ca_and_verify_full_check_the_server_certificate() {
     let authority = Authority::new("test authority");
     let stranger = Authority::new("another authority");
     let (cert, key) = authority.server("db.test");
-    let Some(server) = ThrowawayServer::start(&cert, &key) else {
+    let Some(server) = ThrowawayServer::start(&cert, &key, None) else {
         return;
     };
     let ca = authority.write(server.dir.path(), "ca.pem");
@@ -359,4 +370,77 @@ fn verify_ca_and_verify_full_check_the_server_certificate() {
         connect(&server.url("db.test", "sslmode=disable")),
         Ok(false)
     );
+}
+
+#[track_caller]
+fn plain_first(url: &str, expected: bool) {
+    // As `Manager::new` reads it: `split` first, since tokio-postgres knows no `verify-*`.
+    let config: postgres::Config = split(url).unwrap().0.parse().unwrap();
+    assert_eq!(super::plain_first(&config), expected, "{url}");
+}
+
+#[test]
+fn prefer_tries_plain_text_first_only_to_hosts_on_this_machine() {
+    for local in [
+        "postgres://u@127.0.0.1:5432/db",
+        "postgres://u@127.8.9.1/db?sslmode=prefer",
+        "postgres://u@[::1]:5432/db",
+        "postgres://u@localhost/db",
+        "postgres://u@LocalHost:5433/db?application_name=x",
+        "postgres://u@db.example/db?hostaddr=127.0.0.1",
+        "postgres://u@localhost,127.0.0.2/db",
+        "postgresql://u@%2Fvar%2Frun%2Fpostgresql/db",
+        "postgresql:///db?host=/var/run/postgresql&user=u",
+    ] {
+        plain_first(local, true);
+    }
+    for other in [
+        "postgres://u@db.example/db",
+        "postgres://u@10.0.0.5/db",
+        "postgres://u@[2001:db8::1]/db",
+        "postgres://u@localhost.example.com/db",
+        // hostaddr, not the name, is where the connection goes.
+        "postgres://u@127.0.0.1/db?hostaddr=10.0.0.5",
+        "postgres://u@127.0.0.1,db.example/db",
+        "postgres://u@127.0.0.1/db?sslmode=require",
+        "postgres://u@localhost/db?sslmode=verify-full",
+        "postgres://u@127.0.0.1/db?sslmode=disable",
+    ] {
+        plain_first(other, false);
+    }
+}
+
+#[test]
+fn prefer_on_loopback_is_plain_text_and_require_still_encrypts() {
+    let authority = Authority::new("test authority");
+    let (cert, key) = authority.server("db.test");
+    let Some(server) = ThrowawayServer::start(&cert, &key, None) else {
+        return;
+    };
+    // The server offers TLS, and `prefer` to a loopback address does not take it.
+    assert_eq!(connect(&server.url("db.test", "")), Ok(false));
+    assert_eq!(connect(&server.url("db.test", "sslmode=prefer")), Ok(false));
+    assert_eq!(connect(&server.url("db.test", "sslmode=require")), Ok(true));
+}
+
+#[test]
+fn prefer_on_loopback_takes_tls_when_the_server_refuses_plain_text() {
+    let authority = Authority::new("test authority");
+    let (cert, key) = authority.server("db.test");
+    let hba = "local all all trust\nhostssl all all 127.0.0.1/32 trust\n";
+    let Some(server) = ThrowawayServer::start(&cert, &key, Some(hba)) else {
+        return;
+    };
+    match connect(&server.url("db.test", "sslmode=disable")) {
+        Err(err) => assert!(err.contains("no pg_hba.conf entry"), "{err}"),
+        Ok(_) => panic!("plain text was not refused"),
+    }
+    let manager = Manager::new(&server.url("db.test", ""), Duration::from_secs(30)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(encrypted(&manager), Ok(true));
+    }
+    // Refused once, plain text is not tried again: two refusals in the server's log (written
+    // before the client hears of them), the `disable` one's and the manager's first.
+    let log = std::fs::read_to_string(server.dir.path().join("log")).unwrap();
+    assert_eq!(log.matches("no pg_hba.conf entry").count(), 2, "{log}");
 }
