@@ -100,6 +100,7 @@ fn page(
         false,
         &mut nodes,
     )?)?;
+    // Whether anything lies beyond the page on its anchor's side: the boundary scan's one row.
     let beyond = match request.boundary_scan(&positions(&rows)) {
         Some(boundary) => !scanned(scan(
             &mut tx,
