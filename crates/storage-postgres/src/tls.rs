@@ -133,12 +133,14 @@ impl Tls {
 /// Whether connections made with `config` try plain text first: `sslmode=prefer` (the default)
 /// to hosts that are all on this machine: each a loopback address (`127.0.0.0/8`, `::1`), the
 /// name `localhost` or a Unix socket (where PostgreSQL offers no TLS anyway), or given a
-/// loopback `hostaddr`, which is where libpq connects whatever the name.
+/// loopback `hostaddr`, which is where libpq connects whatever the name. A `hostaddr` without a
+/// host name counts by its address alone.
 pub(crate) fn plain_first(config: &Config) -> bool {
+    let hosts = config.get_hosts();
     let hostaddrs = config.get_hostaddrs();
-    let local = |(at, host): (usize, &Host)| match (hostaddrs.get(at), host) {
+    let local = |at: usize| match (hostaddrs.get(at), hosts.get(at)) {
         (Some(addr), _) => addr.is_loopback(),
-        (None, Host::Tcp(name)) => {
+        (None, Some(Host::Tcp(name))) => {
             name.eq_ignore_ascii_case("localhost")
                 || name
                     .trim_start_matches('[')
@@ -146,11 +148,11 @@ pub(crate) fn plain_first(config: &Config) -> bool {
                     .parse::<IpAddr>()
                     .is_ok_and(|addr| addr.is_loopback())
         }
-        (None, Host::Unix(_)) => true,
+        (None, Some(Host::Unix(_))) => true,
+        (None, None) => false,
     };
-    config.get_ssl_mode() == PgSslMode::Prefer
-        && !config.get_hosts().is_empty()
-        && config.get_hosts().iter().enumerate().all(local)
+    let count = hosts.len().max(hostaddrs.len());
+    config.get_ssl_mode() == PgSslMode::Prefer && count > 0 && (0..count).all(local)
 }
 
 /// Whether a plain-text connection's `err` is the server refusing it, as a `pg_hba.conf` that

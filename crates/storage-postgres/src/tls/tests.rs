@@ -388,6 +388,8 @@ fn prefer_tries_plain_text_first_only_to_hosts_on_this_machine() {
         "postgres://u@localhost/db",
         "postgres://u@LocalHost:5433/db?application_name=x",
         "postgres://u@db.example/db?hostaddr=127.0.0.1",
+        "postgresql:///db?hostaddr=127.0.0.1&user=u",
+        "postgresql:///db?hostaddr=127.0.0.1,::1&port=5433",
         "postgres://u@localhost,127.0.0.2/db",
         "postgresql://u@%2Fvar%2Frun%2Fpostgresql/db",
         "postgresql:///db?host=/var/run/postgresql&user=u",
@@ -401,6 +403,9 @@ fn prefer_tries_plain_text_first_only_to_hosts_on_this_machine() {
         "postgres://u@localhost.example.com/db",
         // hostaddr, not the name, is where the connection goes.
         "postgres://u@127.0.0.1/db?hostaddr=10.0.0.5",
+        "postgresql:///db?hostaddr=10.0.0.5&user=u",
+        "postgresql:///db?hostaddr=127.0.0.1,10.0.0.5",
+        "postgresql:///db?hostaddr=127.0.0.1&sslmode=require",
         "postgres://u@127.0.0.1,db.example/db",
         "postgres://u@127.0.0.1/db?sslmode=require",
         "postgres://u@localhost/db?sslmode=verify-full",
@@ -421,6 +426,13 @@ fn prefer_on_loopback_is_plain_text_and_require_still_encrypts() {
     assert_eq!(connect(&server.url("db.test", "")), Ok(false));
     assert_eq!(connect(&server.url("db.test", "sslmode=prefer")), Ok(false));
     assert_eq!(connect(&server.url("db.test", "sslmode=require")), Ok(true));
+    // Without a host name there is none to give TLS, so this URL could not connect before;
+    // its loopback address alone makes it plain text.
+    let address_only = format!(
+        "postgresql:///postgres?user=postgres&hostaddr=127.0.0.1&port={}",
+        server.port
+    );
+    assert_eq!(connect(&address_only), Ok(false));
 }
 
 #[test]
