@@ -6,9 +6,15 @@
 //! every read").
 //!
 //! Both serve with the page cache off, so that every page is read from the store. Measured: the
-//! whale's export read whole, and each page case's latency on one keep-alive connection per
-//! server. Ratios are ours over the other's: rows/s for the export, 1/p50 for pages, so below
-//! 1.0 means ours is slower.
+//! whale's export read whole, with the CPU time it cost the server and, when the database runs
+//! on this machine, PostgreSQL's processes; and each page case's latency on one keep-alive
+//! connection per server. Ratios are ours over the other's: rows/s for the export, 1/p50 for
+//! pages and for CPU time, so below 1.0 means ours is slower or costs more.
+//!
+//! The CPU times are the export's cost wherever its bottleneck is: pinned to one CPU, the
+//! servers share it with nothing, so an export's wall time is often bound by the client's and
+//! the database's CPU instead, and a change to the server's own work shows in its CPU time
+//! first.
 //!
 //! Two things made the same binary measured against itself differ by up to 15 % from one run to
 //! the next, each lasting as long as the server processes do (docs/PERFORMANCE.md, "Checksums
@@ -95,6 +101,11 @@ pub(crate) struct Comparison {
     /// The whale's export, its bytes (the same from both, or the run fails).
     pub(crate) export_bytes: u64,
     pub(crate) export: Pair,
+    /// The CPU time of the server's threads during each export.
+    pub(crate) export_server_cpu: Pair,
+    /// The CPU time of every process named `postgres` on this machine during each export, on
+    /// PostgreSQL when it runs here.
+    pub(crate) export_database_cpu: Option<Pair>,
     pub(crate) pages: Vec<Pair>,
 }
 
@@ -113,7 +124,8 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
         ServerProcess::start_under(&launcher, binary, plan.db, &dir, &flags)
     };
     let whale = &export::cases(&manifest.dataset)[0];
-    let mut export_times = [Vec::new(), Vec::new()];
+    let mut export_costs: [Vec<export::Costed>; 2] = [Vec::new(), Vec::new()];
+    let database = plan.backend == "postgres";
     let mut export_bytes = 0;
     let mut pages: Vec<(&'static str, String, [Vec<Duration>; 2])> = Vec::new();
     let mut commands = [String::new(), String::new()];
@@ -143,12 +155,16 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
             );
         }
         export_bytes = bytes[0];
-        let times = alternately(plan.export_runs, |which| {
-            let addr = addrs[which];
-            async move { Ok(export::once(addr, &whale.path).await?.time) }
+        let meters = [0, 1].map(|which| export::Meter {
+            pid: servers[which].pid(),
+            children: false,
+            database,
+        });
+        let costs = alternately(plan.export_runs, |which| {
+            meters[which].once(addrs[which], &whale.path)
         })
         .await?;
-        pool(&mut export_times, times);
+        pool(&mut export_costs, costs);
         if cases.is_none() {
             let walk = listing::walk(addrs[0], manifest.generated.oracle_data).await?;
             cases = Some(listing::cases(&manifest.dataset, &walk));
@@ -169,6 +185,16 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
         }
     }
     let [ours, other] = commands;
+    let export_pair = |name: &str, figure: fn(&export::Costed) -> Duration| {
+        let samples = export_costs
+            .each_ref()
+            .map(|costs| costs.iter().map(figure).collect());
+        Pair::new(name, &whale.path, samples)
+    };
+    let database_ran_here = export_costs
+        .iter()
+        .flatten()
+        .any(|cost| !cost.database_cpu.is_zero());
     Ok(Comparison {
         backend: plan.backend,
         ours,
@@ -176,7 +202,10 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
         pinned: (!launcher.is_empty()).then(|| launcher.join(" ")),
         rounds: ROUNDS,
         export_bytes,
-        export: Pair::new(whale.name, &whale.path, export_times),
+        export: export_pair(whale.name, |cost| cost.run.time),
+        export_server_cpu: export_pair("server CPU an export", |cost| cost.server_cpu),
+        export_database_cpu: database_ran_here
+            .then(|| export_pair("database CPU an export", |cost| cost.database_cpu)),
         pages: pages
             .into_iter()
             .map(|(name, path, samples)| Pair::new(name, &path, samples))
@@ -185,7 +214,7 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
 }
 
 /// Adds a round's samples of both servers to those pooled so far.
-fn pool(pooled: &mut [Vec<Duration>; 2], round: [Vec<Duration>; 2]) {
+fn pool<T>(pooled: &mut [Vec<T>; 2], round: [Vec<T>; 2]) {
     for (pooled, round) in pooled.iter_mut().zip(round) {
         pooled.extend(round);
     }
@@ -278,21 +307,22 @@ pub(crate) fn render(comparison: &Comparison) -> String {
                 ", both run by `{launcher}`"
             )),
     );
-    out.push_str("case | ours p50 (ms) | other p50 (ms) | ours/other (rows/s, 1/p50)\n");
+    out.push_str(
+        "case | ours p50 [min] (ms) | other p50 [min] (ms) | ours/other (rows/s, 1/p50)\n",
+    );
     let export_name = format!(
         "{} ({:.1} MB)",
         comparison.export.name,
         comparison.export_bytes as f64 / 1e6
     );
-    for (name, pair) in std::iter::once((export_name.as_str(), &comparison.export)).chain(
-        comparison
-            .pages
-            .iter()
-            .map(|pair| (pair.name.as_str(), pair)),
-    ) {
+    let rest = std::iter::once(&comparison.export_server_cpu)
+        .chain(&comparison.export_database_cpu)
+        .chain(&comparison.pages)
+        .map(|pair| (pair.name.as_str(), pair));
+    for (name, pair) in std::iter::once((export_name.as_str(), &comparison.export)).chain(rest) {
         out.push_str(&format!(
-            "{name} | {:.3} | {:.3} | {:.3}\n",
-            pair.ours.p50_ms, pair.other.p50_ms, pair.ratio
+            "{name} | {:.3} [{:.3}] | {:.3} [{:.3}] | {:.3}\n",
+            pair.ours.p50_ms, pair.ours.min_ms, pair.other.p50_ms, pair.other.min_ms, pair.ratio
         ));
     }
     out

@@ -169,6 +169,52 @@ pub(crate) async fn once(addr: SocketAddr, path: &str) -> Result<Run> {
     })
 }
 
+/// Whose CPU time an export is charged with: a server's process (with its child processes, for
+/// nginx's workers) and, on PostgreSQL, every PostgreSQL process on this machine.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Meter {
+    /// The server's process.
+    pub(crate) pid: u32,
+    /// Whether its child processes count too (nginx's workers).
+    pub(crate) children: bool,
+    /// Whether PostgreSQL's processes on this machine count too.
+    pub(crate) database: bool,
+}
+
+/// An export read whole, and the CPU time it cost.
+pub(crate) struct Costed {
+    pub(crate) run: Run,
+    /// The server's threads' (and its children's).
+    pub(crate) server_cpu: Duration,
+    /// PostgreSQL's processes'; zero unless the meter counts the database.
+    pub(crate) database_cpu: Duration,
+}
+
+impl Meter {
+    /// The CPU time run so far by the server and the database.
+    fn read(self) -> Result<(Duration, Duration)> {
+        let server = process::cpu_time(self.pid, self.children)?;
+        let database = if self.database {
+            process::postgres_cpu_time()?
+        } else {
+            Duration::ZERO
+        };
+        Ok((server, database))
+    }
+
+    /// Reads the export at `path` from `addr` once, as [`once`] does, with the CPU time it cost.
+    pub(crate) async fn once(self, addr: SocketAddr, path: &str) -> Result<Costed> {
+        let before = self.read()?;
+        let run = once(addr, path).await?;
+        let after = self.read()?;
+        Ok(Costed {
+            run,
+            server_cpu: after.0.saturating_sub(before.0),
+            database_cpu: after.1.saturating_sub(before.1),
+        })
+    }
+}
+
 /// Counts what the body brings, and when it starts.
 #[derive(Default)]
 struct Counter {

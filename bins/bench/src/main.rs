@@ -379,7 +379,14 @@ fn serve_and_measure(
         flags.extend(["--page-cache-mib".to_owned(), mib.to_string()]);
     }
     let server_process = ServerProcess::start_with(server, db, dir, &flags)?;
-    let measured = runtime.block_on(measure(cli, dir, &ingest.manifest, &server_process))?;
+    let database = db.to_str().is_some_and(storage::is_url);
+    let measured = runtime.block_on(measure(
+        cli,
+        dir,
+        &ingest.manifest,
+        &server_process,
+        database,
+    ))?;
     // A URL's password stays out of the results.
     let serve_command = server_process
         .command
@@ -455,11 +462,14 @@ pub(crate) struct Measured {
     pub(crate) nginx: nginx::Baseline,
 }
 
+/// Measures `server`, whose database runs in PostgreSQL when `database` is true (its processes'
+/// CPU time is then counted with each export's).
 async fn measure(
     cli: &Cli,
     dir: &Path,
     manifest: &dataset::Manifest,
     server: &ServerProcess,
+    database: bool,
 ) -> Result<Measured> {
     let addr = server.addr;
     let config = &manifest.dataset;
@@ -508,6 +518,11 @@ async fn measure(
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         export: &cases[0],
         export_runs: cli.export_runs,
+        ours: export::Meter {
+            pid: server.pid(),
+            children: false,
+            database,
+        },
         pages: [
             &page_cases[0],
             &page_cases[page_cases.len() - 2],

@@ -56,6 +56,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) workers: usize,
     pub(crate) export: &'a ExportCase,
     pub(crate) export_runs: u32,
+    /// Whose CPU time our exports are charged with: our server's process and, on PostgreSQL,
+    /// the database's processes.
+    pub(crate) ours: export::Meter,
     /// The page asked again and again, whose answer nginx serves, then the distinct pages
     /// asked round-robin and by a walk per client, compared with nginx serving that page: one
     /// of the same size.
@@ -85,6 +88,14 @@ pub(crate) struct ExportRatio {
     pub(crate) nginx: Summary,
     /// Our median time over nginx's: 1 is nginx's speed, 2 twice its time.
     pub(crate) time_ratio: f64,
+    /// The CPU time each export cost our server's process.
+    pub(crate) ours_server_cpu: Summary,
+    /// The CPU time each export cost PostgreSQL's processes on this machine, on PostgreSQL.
+    pub(crate) ours_database_cpu: Option<Summary>,
+    /// The CPU time each export cost nginx's master and workers.
+    pub(crate) nginx_cpu: Summary,
+    /// The median CPU time of ours (server and database) over nginx's.
+    pub(crate) cpu_ratio: f64,
 }
 
 /// Requests per second for a page at one client count, against nginx's for the page it
@@ -170,15 +181,24 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
         (ours, plan.export.path.as_str()),
         (nginx.addr, export_path.as_str()),
     ];
+    let meters = [
+        plan.ours,
+        export::Meter {
+            pid: nginx.child.id(),
+            children: true,
+            database: false,
+        },
+    ];
     let runs = against::alternately(plan.export_runs, |which| {
         let (addr, path) = targets[which];
-        async move { export::once(addr, path).await }
+        meters[which].once(addr, path)
     })
     .await?;
-    let shape = |runs: &[export::Run]| runs.last().map(|run| (run.rows, run.bytes));
-    let times = |runs: &[export::Run]| runs.iter().map(|run| run.time).collect::<Vec<_>>();
+    let shape = |runs: &[export::Costed]| runs.last().map(|cost| (cost.run.rows, cost.run.bytes));
+    let summary = |runs: &[export::Costed], figure: fn(&export::Costed) -> Duration| {
+        Summary::of(&runs.iter().map(figure).collect::<Vec<_>>())
+    };
     let shapes = (shape(&runs[0]), shape(&runs[1]));
-    let times = (times(&runs[0]), times(&runs[1]));
     if shapes.0 != shapes.1 {
         bail!(
             "nginx's copy of the export differs: {:?} vs {:?} rows and bytes",
@@ -186,7 +206,15 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
             shapes.1
         );
     }
-    let (ours_time, nginx_time) = (Summary::of(&times.0), Summary::of(&times.1));
+    let time = |cost: &export::Costed| cost.run.time;
+    let (ours_time, nginx_time) = (summary(&runs[0], time), summary(&runs[1], time));
+    let server_cpu = summary(&runs[0], |cost| cost.server_cpu);
+    let database_cpu = plan
+        .ours
+        .database
+        .then(|| summary(&runs[0], |cost| cost.database_cpu));
+    let nginx_cpu = summary(&runs[1], |cost| cost.server_cpu);
+    let ours_cpu = server_cpu.p50_ms + database_cpu.as_ref().map_or(0.0, |cpu| cpu.p50_ms);
     baseline.export = Some(ExportRatio {
         name: plan.export.name,
         path: plan.export.path.clone(),
@@ -194,6 +222,10 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
         time_ratio: ours_time.p50_ms / nginx_time.p50_ms.max(1e-9),
         ours: ours_time,
         nginx: nginx_time,
+        cpu_ratio: ours_cpu / nginx_cpu.p50_ms.max(1e-9),
+        ours_server_cpu: server_cpu,
+        ours_database_cpu: database_cpu,
+        nginx_cpu,
     });
 
     let body_bytes = std::fs::metadata(www.join(PAGE_FILE))

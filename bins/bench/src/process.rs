@@ -418,3 +418,150 @@ impl RssSampler {
             .map_err(|_| anyhow!("the memory sampler panicked"))
     }
 }
+
+/// CPU time the threads of process `pid` have run so far, and with `children` those of its
+/// child processes (nginx's workers under its master), as the scheduler counts it in nanoseconds
+/// (`/proc/<pid>/task/*/schedstat`), finer than the clock ticks of `/proc/<pid>/stat`. Threads
+/// that ended are not counted, so the difference of two readings is exact when no thread ends
+/// between them; the server's do not during an export (its runtime's threads live as long as it
+/// does, and tokio keeps an idle blocking thread for 10 s), nor do nginx's workers.
+pub(crate) fn cpu_time(pid: u32, children: bool) -> Result<Duration> {
+    let task = PathBuf::from(format!("/proc/{pid}/task"));
+    let mut total = threads_cpu_time(&task)?;
+    if children {
+        // Each thread lists the children it started; a thread or a child may end meanwhile.
+        let listing =
+            std::fs::read_dir(&task).with_context(|| format!("cannot list {}", task.display()))?;
+        for thread in listing.flatten() {
+            let listed =
+                std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
+            for child in listed.split_whitespace() {
+                if let Ok(time) = threads_cpu_time(Path::new(&format!("/proc/{child}/task"))) {
+                    total += time;
+                }
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// CPU time run so far by every process on this machine named `postgres`: the PostgreSQL
+/// server's postmaster, backends and helpers. Zero when the database runs elsewhere.
+pub(crate) fn postgres_cpu_time() -> Result<Duration> {
+    let mut total = Duration::ZERO;
+    for entry in std::fs::read_dir("/proc").context("cannot list /proc")? {
+        let dir = entry.context("cannot list /proc")?.path();
+        let is_process = dir
+            .file_name()
+            .and_then(OsStr::to_str)
+            .is_some_and(|name| name.bytes().all(|byte| byte.is_ascii_digit()));
+        let is_postgres = is_process
+            && std::fs::read_to_string(dir.join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "postgres");
+        // A process may end between the listing and the reads.
+        if let (true, Ok(time)) = (is_postgres, threads_cpu_time(&dir.join("task"))) {
+            total += time;
+        }
+    }
+    Ok(total)
+}
+
+/// The sum of the first field of `schedstat` (nanoseconds on a CPU) of every thread in `task`.
+fn threads_cpu_time(task: &Path) -> Result<Duration> {
+    let mut nanos = 0_u64;
+    let listing =
+        std::fs::read_dir(task).with_context(|| format!("cannot list {}", task.display()))?;
+    for entry in listing {
+        let path = entry
+            .with_context(|| format!("cannot list {}", task.display()))?
+            .path()
+            .join("schedstat");
+        // A thread may end between the listing and the read.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        nanos += text
+            .split_whitespace()
+            .next()
+            .and_then(|field| field.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("{} holds no run time", path.display()))?;
+    }
+    Ok(Duration::from_nanos(nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_counts_the_work_of_this_process_threads() {
+        let before = cpu_time(std::process::id(), false).unwrap();
+        // Work the optimiser cannot drop, on a thread that ends after the second reading.
+        let (done, finished) = std::sync::mpsc::channel();
+        let (ended, end) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let mut state = 1_u64;
+            for _ in 0..20_000_000 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+            }
+            done.send(std::hint::black_box(state)).unwrap();
+            end.recv().ok();
+        });
+        finished.recv().unwrap();
+        let after = cpu_time(std::process::id(), false).unwrap();
+        drop(ended);
+        worker.join().unwrap();
+        assert!(after > before, "{before:?} then {after:?}");
+        assert!(cpu_time(u32::MAX, false).is_err(), "no such process");
+    }
+
+    #[test]
+    fn cpu_time_with_children_counts_a_child_process() {
+        let parent = std::process::id();
+        let before = cpu_time(parent, true).unwrap();
+        // A child that works, then waits for its input to close, so that it is still there to
+        // be read.
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done; read _",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let with = cpu_time(parent, true).unwrap();
+        let without = cpu_time(parent, false).unwrap();
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert_eq!(line, "done\n");
+        assert!(with > before, "{before:?} then {with:?}");
+        assert!(
+            with > without,
+            "the child's {with:?} against the parent's {without:?}"
+        );
+    }
+
+    #[test]
+    fn postgres_cpu_time_counts_the_work_of_a_backend() {
+        let Some(database) = testdb::TestDatabase::create("bench_cpu") else {
+            return;
+        };
+        let mut client = database.client();
+        let before = postgres_cpu_time().unwrap();
+        let row = client
+            .query_one("SELECT count(*) FROM generate_series(1, 3000000)", &[])
+            .unwrap();
+        let after = postgres_cpu_time().unwrap();
+        assert_eq!(row.get::<_, i64>(0), 3_000_000);
+        assert!(after > before, "{before:?} then {after:?}");
+    }
+}

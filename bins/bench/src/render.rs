@@ -3,6 +3,7 @@
 use crate::listing::CLIENTS;
 use crate::nginx::Baseline;
 use crate::report::Results;
+use crate::stats::Summary;
 
 /// The results as plain-text tables.
 pub(crate) fn render(results: &Results) -> String {
@@ -216,6 +217,17 @@ fn nginx(baseline: &Baseline) -> String {
                 1,
             ),
             format!("{:.2}x the time", export.time_ratio),
+        ]);
+        let cpu = |cpu: &Summary| spread(cpu.p50_ms, cpu.min_ms, cpu.max_ms, 1);
+        let database = export
+            .ours_database_cpu
+            .as_ref()
+            .map_or(String::new(), |db| format!(" + {} (database)", cpu(db)));
+        rows.push(vec![
+            format!("{}, CPU ms an export", export.name),
+            format!("{}{database}", cpu(&export.ours_server_cpu)),
+            cpu(&export.nginx_cpu),
+            format!("{:.2}x the CPU", export.cpu_ratio),
         ]);
     }
     for page in &baseline.pages {
