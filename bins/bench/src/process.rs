@@ -419,26 +419,26 @@ impl RssSampler {
     }
 }
 
-/// CPU time the threads of process `pid` have run so far, and with `children` those of its
-/// child processes (nginx's workers under its master), as the scheduler counts it in nanoseconds
-/// (`/proc/<pid>/task/*/schedstat`), finer than the clock ticks of `/proc/<pid>/stat`. Threads
-/// that ended are not counted, so the difference of two readings is exact when no thread ends
-/// between them; the server's do not during an export (its runtime's threads live as long as it
-/// does, and tokio keeps an idle blocking thread for 10 s), nor do nginx's workers.
+/// CPU time process `pid` has run so far, all its threads' including those that ended (an
+/// export's own reader thread ends with it), and with `children` its child processes' too
+/// (nginx's workers under its master): `utime` and `stime` of `/proc/<pid>/stat`, in clock
+/// ticks (a hundredth of a second on Linux), so a difference of two readings is good to 10 ms.
 pub(crate) fn cpu_time(pid: u32, children: bool) -> Result<Duration> {
-    let task = PathBuf::from(format!("/proc/{pid}/task"));
-    let mut total = threads_cpu_time(&task)?;
+    let mut total = process_cpu_time(pid)?;
     if children {
         // Each thread lists the children it started; a thread or a child may end meanwhile.
-        let listing =
-            std::fs::read_dir(&task).with_context(|| format!("cannot list {}", task.display()))?;
-        for thread in listing.flatten() {
+        let task = format!("/proc/{pid}/task");
+        for thread in std::fs::read_dir(&task)
+            .with_context(|| format!("cannot list {task}"))?
+            .flatten()
+        {
             let listed =
                 std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
-            for child in listed.split_whitespace() {
-                if let Ok(time) = threads_cpu_time(Path::new(&format!("/proc/{child}/task"))) {
-                    total += time;
-                }
+            for child in listed
+                .split_whitespace()
+                .filter_map(|child| child.parse().ok())
+            {
+                total += process_cpu_time(child).unwrap_or_default();
             }
         }
     }
@@ -446,74 +446,88 @@ pub(crate) fn cpu_time(pid: u32, children: bool) -> Result<Duration> {
 }
 
 /// CPU time run so far by every process on this machine named `postgres`: the PostgreSQL
-/// server's postmaster, backends and helpers. Zero when the database runs elsewhere.
+/// server's postmaster, backends and helpers, counted as [`cpu_time`] counts. Zero when the
+/// database runs elsewhere.
 pub(crate) fn postgres_cpu_time() -> Result<Duration> {
     let mut total = Duration::ZERO;
     for entry in std::fs::read_dir("/proc").context("cannot list /proc")? {
         let dir = entry.context("cannot list /proc")?.path();
-        let is_process = dir
+        let pid = dir
             .file_name()
             .and_then(OsStr::to_str)
-            .is_some_and(|name| name.bytes().all(|byte| byte.is_ascii_digit()));
-        let is_postgres = is_process
+            .and_then(|name| name.parse().ok());
+        let is_postgres = pid.is_some()
             && std::fs::read_to_string(dir.join("comm"))
                 .is_ok_and(|comm| comm.trim_end() == "postgres");
         // A process may end between the listing and the reads.
-        if let (true, Ok(time)) = (is_postgres, threads_cpu_time(&dir.join("task"))) {
-            total += time;
+        if let (true, Some(pid)) = (is_postgres, pid) {
+            total += process_cpu_time(pid).unwrap_or_default();
         }
     }
     Ok(total)
 }
 
-/// The sum of the first field of `schedstat` (nanoseconds on a CPU) of every thread in `task`.
-fn threads_cpu_time(task: &Path) -> Result<Duration> {
-    let mut nanos = 0_u64;
-    let listing =
-        std::fs::read_dir(task).with_context(|| format!("cannot list {}", task.display()))?;
-    for entry in listing {
-        let path = entry
-            .with_context(|| format!("cannot list {}", task.display()))?
-            .path()
-            .join("schedstat");
-        // A thread may end between the listing and the read.
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        nanos += text
-            .split_whitespace()
-            .next()
-            .and_then(|field| field.parse::<u64>().ok())
-            .ok_or_else(|| anyhow!("{} holds no run time", path.display()))?;
-    }
-    Ok(Duration::from_nanos(nanos))
+/// `utime` + `stime` of `/proc/<pid>/stat`: the process's CPU time, every thread's.
+fn process_cpu_time(pid: u32) -> Result<Duration> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // The fields after the command's name, which is in parentheses and may hold spaces: the
+    // 3rd field (state) first, so `utime` (the 14th) and `stime` (the 15th) are the 12th and
+    // 13th.
+    let ticks = text
+        .rsplit_once(')')
+        .map(|(_, fields)| {
+            fields
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .map(str::parse::<u64>)
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .and_then(Result::ok)
+        .filter(|ticks| ticks.len() == 2)
+        .ok_or_else(|| anyhow!("{path} holds no utime and stime"))?;
+    Ok(Duration::from_secs(ticks[0] + ticks[1]) / clock_ticks_per_second())
+}
+
+/// `getconf CLK_TCK`: the unit of `/proc/<pid>/stat`'s times; 100 when it cannot be asked, as
+/// on every Linux architecture but a few old ones.
+fn clock_ticks_per_second() -> u32 {
+    static TICKS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok()?.trim().parse().ok())
+            .filter(|&ticks| ticks > 0)
+            .unwrap_or(100)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Work of at least `iterations` nanoseconds (a dependent multiply and add each), that the
+    /// optimiser cannot drop.
+    fn work(iterations: u64) -> u64 {
+        let mut state = 1_u64;
+        for _ in 0..iterations {
+            state = std::hint::black_box(state.wrapping_mul(6_364_136_223_846_793_005) + 1);
+        }
+        state
+    }
+
     #[test]
-    fn cpu_time_counts_the_work_of_this_process_threads() {
+    fn cpu_time_counts_threads_that_ended() {
         let before = cpu_time(std::process::id(), false).unwrap();
-        // Work the optimiser cannot drop, on a thread that ends after the second reading.
-        let (done, finished) = std::sync::mpsc::channel();
-        let (ended, end) = std::sync::mpsc::channel::<()>();
-        let worker = std::thread::spawn(move || {
-            let mut state = 1_u64;
-            for _ in 0..20_000_000 {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
-            }
-            done.send(std::hint::black_box(state)).unwrap();
-            end.recv().ok();
-        });
-        finished.recv().unwrap();
+        std::thread::spawn(|| work(100_000_000)).join().unwrap();
         let after = cpu_time(std::process::id(), false).unwrap();
-        drop(ended);
-        worker.join().unwrap();
-        assert!(after > before, "{before:?} then {after:?}");
+        assert!(
+            after >= before + Duration::from_millis(50),
+            "{before:?} then {after:?}"
+        );
         assert!(cpu_time(u32::MAX, false).is_err(), "no such process");
     }
 
