@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-use super::{Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
+use super::{INDEX_ENTRY, Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
 use crate::Error;
 use crate::backend::Then;
 use crate::error::Bug;
@@ -481,21 +481,37 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
 
     /// Lines under the small tail's bytes added to the held segment in `slot`, or, when there
     /// is none, made a segment of their own, returned with its key to be held.
+    ///
+    /// The segment grows by exactly the lines' bytes: held segments, one per owner a
+    /// transaction appends to, are most of what the ingest's memory gains with the parties,
+    /// and growing them by doubling left up to half of each unused (docs/PERFORMANCE.md,
+    /// "What grows with the parties").
     fn hold<'a>(
         &self,
         slot: Option<&mut (LineKey, Segment)>,
-        lines: impl Iterator<Item = Line<'a>>,
+        lines: impl Iterator<Item = Line<'a>> + Clone,
     ) -> Result<Option<(LineKey, Segment)>, Error> {
-        if let Some((key, segment)) = slot {
-            for line in lines {
-                segment.push(line.key, line.asset, line.csv)?;
-            }
-            *key = segment.last_key().unwrap_or(*key);
-            return Ok(None);
+        let (bytes, count) = lines.clone().fold((0, 0), |(bytes, count), line| {
+            (bytes + line.csv.len(), count + 1)
+        });
+        let mut fresh = Segment::default();
+        let (key, segment) = match slot {
+            Some((key, segment)) => (Some(key), segment),
+            None => (None, &mut fresh),
+        };
+        segment.csv.reserve_exact(bytes);
+        segment.keys.reserve_exact(count * INDEX_ENTRY);
+        // Under `small_tail` bytes with the run (`follows`), so one segment, never sealed.
+        for line in lines {
+            segment.push(line.key, line.asset, line.csv)?;
         }
-        // Under `small_tail` bytes, so one segment.
-        let mut fresh = rebuild(&[], lines, self.packing.seal)?;
-        Ok(fresh.pop().and_then(|s| Some((s.last_key()?, s))))
+        match key {
+            Some(key) => {
+                *key = segment.last_key().unwrap_or(*key);
+                Ok(None)
+            }
+            None => Ok(fresh.last_key().map(|last| (last, fresh))),
+        }
     }
 
     /// Lines that fall among the owner's stored `segments`: those merged with them, stored
@@ -664,6 +680,30 @@ mod tests {
 
     fn at(time: i64) -> LineKey {
         (time, 1, 1, 0)
+    }
+
+    #[test]
+    fn held_segments_grow_by_exactly_their_lines() {
+        let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
+        for time in 1..=3 {
+            lay(
+                &mut engine,
+                &mut table,
+                &[(7, at(time), "ab\n")],
+                Then::KeepOpen,
+            );
+        }
+        assert!(table.segments.is_empty(), "held, not written");
+        let held = match &engine.tails.tails[&7].run {
+            Remembered::Whole(run) => &run.last().unwrap().1,
+            Remembered::Shape(shape) => &shape.held.as_ref().unwrap().1,
+        };
+        assert_eq!(held.csv, b"ab\nab\nab\n");
+        // Grown by doubling, 9 bytes would take 16.
+        assert_eq!(held.csv.capacity(), held.csv.len());
+        assert_eq!(held.keys.capacity(), held.keys.len());
+        engine.write_held(&mut table).unwrap();
+        assert_eq!(table.lines(7).len(), 3);
     }
 
     #[test]
