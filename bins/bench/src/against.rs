@@ -11,10 +11,10 @@
 //! connection per server. Ratios are ours over the other's: rows/s for the export, 1/p50 for
 //! pages and for CPU time, so below 1.0 means ours is slower or costs more.
 //!
-//! The CPU times are the export's cost wherever its bottleneck is: pinned to one CPU, the
-//! servers share it with nothing, so an export's wall time is often bound by the client's and
-//! the database's CPU instead, and a change to the server's own work shows in its CPU time
-//! first.
+//! The CPU times are the export's cost wherever its bottleneck is: the servers are pinned to one
+//! CPU and the client and the database run on the others, so an export's wall time is often
+//! bound by the client's and the database's CPU instead, and a change to the server's own work
+//! shows in its CPU time first.
 //!
 //! Two things made the same binary measured against itself differ by up to 15 % from one run to
 //! the next, each lasting as long as the server processes do (docs/PERFORMANCE.md, "Checksums
@@ -125,7 +125,7 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
     };
     let whale = &export::cases(&manifest.dataset)[0];
     let mut export_costs: [Vec<export::Costed>; 2] = [Vec::new(), Vec::new()];
-    let database = plan.backend == "postgres";
+    let database = plan.db.to_str().is_some_and(storage::is_url);
     let mut export_bytes = 0;
     let mut pages: Vec<(&'static str, String, [Vec<Duration>; 2])> = Vec::new();
     let mut commands = [String::new(), String::new()];

@@ -399,6 +399,13 @@ impl Segment {
         self.csv.len() + self.keys.len()
     }
 
+    /// Makes room for exactly `lines` more lines of `bytes` bytes in all, so that pushing them
+    /// allocates nothing more and leaves no spare capacity behind.
+    pub fn reserve_exact(&mut self, bytes: usize, lines: usize) {
+        self.csv.reserve_exact(bytes);
+        self.keys.reserve_exact(lines * INDEX_ENTRY);
+    }
+
     /// The memory its buffers take: [`bytes`](Self::bytes) and their spare capacity.
     pub fn footprint(&self) -> usize {
         self.csv.capacity() + self.keys.capacity()

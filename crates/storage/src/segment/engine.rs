@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-use super::{INDEX_ENTRY, Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
+use super::{Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
 use crate::Error;
 use crate::backend::Then;
 use crate::error::Bug;
@@ -499,8 +499,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             Some((key, segment)) => (Some(key), segment),
             None => (None, &mut fresh),
         };
-        segment.csv.reserve_exact(bytes);
-        segment.keys.reserve_exact(count * INDEX_ENTRY);
+        segment.reserve_exact(bytes, count);
         // Under `small_tail` bytes with the run (`follows`), so one segment, never sealed.
         for line in lines {
             segment.push(line.key, line.asset, line.csv)?;
