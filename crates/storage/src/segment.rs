@@ -516,7 +516,7 @@ impl<'a> SegmentRef<'a> {
     }
 
     /// Every line, in order.
-    pub fn iter(self) -> impl Iterator<Item = Line<'a>> {
+    pub fn iter(self) -> impl Iterator<Item = Line<'a>> + Clone {
         (0..self.len()).map(move |i| self.line(i))
     }
 
@@ -642,43 +642,78 @@ impl<'a> SegmentRef<'a> {
 /// lines ([`SEGMENT_BYTES`] for the ledger). A batch line whose key is stored already is
 /// dropped: rows are immutable.
 ///
+/// Each new segment takes a buffer of exactly its size. Grown by doubling, a segment sealed
+/// just past 256 KiB kept a 512 KiB buffer, and the merges' new segments were the largest part
+/// of the ingest's heap at its peak (docs/PERFORMANCE.md, "A merge's new segments sized
+/// exactly"). Lines that fit one segment (a run merged with a few appended lines, the common
+/// merge) are pushed into one allocation of their size; more are built in one scratch segment,
+/// each copied out at its size (a `Vec`'s clone takes its length). Both are faster than the
+/// doublings were (`cargo bench -p storage --bench segment`).
+///
 /// The caller replaces `stored` with the result in one transaction.
 pub fn rebuild<'a>(
     stored: &[Segment],
-    batch: impl IntoIterator<Item = Line<'a>>,
+    batch: impl Iterator<Item = Line<'a>> + Clone,
     seal: usize,
 ) -> Result<Vec<Segment>, Error> {
+    // Whether the lines fit one segment, and then at most how many bytes and lines they take
+    // (a batch line stored already is dropped); the sum stops once they do not.
+    let stored_size = stored.iter().map(|s| (s.csv.len(), s.lines()));
+    let one = stored_size
+        .chain(batch.clone().map(|line| (line.csv.len(), 1)))
+        .try_fold((0, 0), |(bytes, lines), (more, count)| {
+            let bytes = bytes + more;
+            (bytes <= seal).then_some((bytes, lines + count))
+        });
+    let mut scratch = Segment::default();
+    if let Some((bytes, lines)) = one {
+        // The line that would start a second segment would take them past `seal`.
+        scratch.reserve_exact(bytes, lines);
+    }
     let mut out = Vec::new();
-    let mut current = Segment::default();
-    let mut put = |line: Line<'_>| -> Result<(), Error> {
-        if current.csv.len() >= seal {
-            out.push(std::mem::take(&mut current));
+    let cut = |scratch: &mut Segment, out: &mut Vec<Segment>| {
+        if scratch.footprint() == scratch.bytes() {
+            out.push(std::mem::take(scratch));
+        } else {
+            out.push(scratch.clone());
+            scratch.csv.clear();
+            scratch.keys.clear();
         }
-        current.push(line.key, line.asset, line.csv)
     };
+    for line in merged(stored, batch) {
+        if scratch.csv.len() >= seal {
+            cut(&mut scratch, &mut out);
+        }
+        scratch.push(line.key, line.asset, line.csv)?;
+    }
+    if !scratch.keys.is_empty() {
+        cut(&mut scratch, &mut out);
+    }
+    Ok(out)
+}
+
+/// The stored segments' lines and the batch's, in key order; a batch line whose key is stored
+/// already gives way to the stored one.
+fn merged<'s, 'b: 's>(
+    stored: &'s [Segment],
+    batch: impl Iterator<Item = Line<'b>>,
+) -> impl Iterator<Item = Line<'s>> {
     let mut old = stored
         .iter()
         .flat_map(|segment| segment.view().iter())
         .peekable();
-    let mut new = batch.into_iter().peekable();
-    loop {
-        let next = match (old.peek(), new.peek()) {
-            (None, None) => break,
-            (Some(_), None) => old.next(),
-            (None, Some(_)) => new.next(),
-            (Some(stored), Some(line)) if stored.key < line.key => old.next(),
-            (Some(stored), Some(line)) if stored.key == line.key => {
-                new.next();
-                old.next()
-            }
-            (Some(_), Some(_)) => new.next(),
-        };
-        put(next.expect("peeked"))?;
-    }
-    if !current.keys.is_empty() {
-        out.push(current);
-    }
-    Ok(out)
+    let mut new = batch.peekable();
+    std::iter::from_fn(move || match (old.peek(), new.peek()) {
+        (None, None) => None,
+        (Some(_), None) => old.next(),
+        (None, Some(_)) => new.next(),
+        (Some(stored), Some(line)) if stored.key < line.key => old.next(),
+        (Some(stored), Some(line)) if stored.key == line.key => {
+            new.next();
+            old.next()
+        }
+        (Some(_), Some(_)) => new.next(),
+    })
 }
 
 #[cfg(test)]
@@ -981,6 +1016,12 @@ mod tests {
         );
         assert_eq!(out[0].first_key(), Some((1, 1, 0, 0)));
         assert_eq!(out[0].last_key(), Some((6, 1, 0, 0)));
+        assert_eq!(
+            out[0].csv.capacity(),
+            out[0].csv.len(),
+            "a stored line's key counted once"
+        );
+        assert_eq!(out[0].keys.capacity(), out[0].keys.len());
         assert!(
             rebuild(&[], std::iter::empty(), SEGMENT_BYTES)
                 .unwrap()
@@ -1002,6 +1043,12 @@ mod tests {
         assert_eq!(out.iter().map(Segment::lines).sum::<usize>(), count);
         for pair in out.windows(2) {
             assert!(pair[0].last_key() < pair[1].first_key());
+        }
+        // Each allocated once at its size: grown by doubling, a segment sealed just past the
+        // bound would take twice it.
+        for segment in &out {
+            assert_eq!(segment.csv.capacity(), segment.csv.len());
+            assert_eq!(segment.keys.capacity(), segment.keys.len());
         }
     }
 }
