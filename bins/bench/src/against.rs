@@ -191,10 +191,7 @@ pub(crate) async fn run(plan: &Plan<'_>, manifest: &Manifest) -> Result<Comparis
             .map(|costs| costs.iter().map(figure).collect());
         Pair::new(name, &whale.path, samples)
     };
-    let database_ran_here = export_costs
-        .iter()
-        .flatten()
-        .any(|cost| !cost.database_cpu.is_zero());
+    let database_ran_here = export::database_measured(export_costs.iter().flatten());
     Ok(Comparison {
         backend: plan.backend,
         ours,

@@ -190,6 +190,13 @@ pub(crate) struct Costed {
     pub(crate) database_cpu: Duration,
 }
 
+/// Whether PostgreSQL's processes were seen at work during `costs`: only when the meter counts
+/// them and the database runs on this machine (a remote one's CPU time cannot be read here), so
+/// a report shows the database's CPU time where it was measured and nowhere else.
+pub(crate) fn database_measured<'c>(costs: impl IntoIterator<Item = &'c Costed>) -> bool {
+    costs.into_iter().any(|cost| !cost.database_cpu.is_zero())
+}
+
 impl Meter {
     /// The CPU time run so far by the server and the database.
     fn read(self) -> Result<(Duration, Duration)> {
@@ -331,4 +338,32 @@ async fn read_slowly(
         }
     }
     Ok((bytes_read, started.elapsed().as_secs_f64()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn costed(database_ms: u64) -> Costed {
+        Costed {
+            run: Run {
+                rows: 1,
+                bytes: 10,
+                time: Duration::from_millis(5),
+                ttfb: Duration::from_millis(1),
+                first_row: Duration::from_millis(1),
+            },
+            server_cpu: Duration::from_millis(10),
+            database_cpu: Duration::from_millis(database_ms),
+        }
+    }
+
+    #[test]
+    fn the_database_counts_where_its_processes_were_seen_at_work() {
+        // SQLite, or a PostgreSQL on another machine: no row for the database in either report.
+        assert!(!database_measured(&[costed(0), costed(0)]));
+        assert!(!database_measured(&[]));
+        // One export of several may fall between two of the clock's 10 ms ticks.
+        assert!(database_measured(&[costed(0), costed(10)]));
+    }
 }

@@ -90,7 +90,8 @@ pub(crate) struct ExportRatio {
     pub(crate) time_ratio: f64,
     /// The CPU time each export cost our server's process.
     pub(crate) ours_server_cpu: Summary,
-    /// The CPU time each export cost PostgreSQL's processes on this machine, on PostgreSQL.
+    /// The CPU time each export cost PostgreSQL's processes on this machine, on PostgreSQL when
+    /// it runs here ([`export::database_measured`]).
     pub(crate) ours_database_cpu: Option<Summary>,
     /// The CPU time each export cost nginx's master and workers.
     pub(crate) nginx_cpu: Summary,
@@ -209,10 +210,8 @@ async fn measure(ours: SocketAddr, plan: &Plan<'_>, baseline: &mut Baseline) -> 
     let time = |cost: &export::Costed| cost.run.time;
     let (ours_time, nginx_time) = (summary(&runs[0], time), summary(&runs[1], time));
     let server_cpu = summary(&runs[0], |cost| cost.server_cpu);
-    let database_cpu = plan
-        .ours
-        .database
-        .then(|| summary(&runs[0], |cost| cost.database_cpu));
+    let database_cpu =
+        export::database_measured(&runs[0]).then(|| summary(&runs[0], |cost| cost.database_cpu));
     let nginx_cpu = summary(&runs[1], |cost| cost.server_cpu);
     let ours_cpu = server_cpu.p50_ms + database_cpu.as_ref().map_or(0.0, |cpu| cpu.p50_ms);
     baseline.export = Some(ExportRatio {
