@@ -491,26 +491,15 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         slot: Option<&mut (LineKey, Segment)>,
         lines: impl Iterator<Item = Line<'a>> + Clone,
     ) -> Result<Option<(LineKey, Segment)>, Error> {
-        let (bytes, count) = lines.clone().fold((0, 0), |(bytes, count), line| {
-            (bytes + line.csv.len(), count + 1)
-        });
-        let mut fresh = Segment::default();
-        let (key, segment) = match slot {
-            Some((key, segment)) => (Some(key), segment),
-            None => (None, &mut fresh),
-        };
-        segment.reserve_exact(bytes, count);
         // Under `small_tail` bytes with the run (`follows`), so one segment, never sealed.
-        for line in lines {
-            segment.push(line.key, line.asset, line.csv)?;
-        }
-        match key {
-            Some(key) => {
-                *key = segment.last_key().unwrap_or(*key);
-                Ok(None)
-            }
-            None => Ok(fresh.last_key().map(|last| (last, fresh))),
-        }
+        let Some((key, segment)) = slot else {
+            let mut fresh = Segment::default();
+            fresh.append_exact(lines)?;
+            return Ok(fresh.last_key().map(|last| (last, fresh)));
+        };
+        segment.append_exact(lines)?;
+        *key = segment.last_key().unwrap_or(*key);
+        Ok(None)
     }
 
     /// Lines that fall among the owner's stored `segments`: those merged with them, stored
