@@ -123,6 +123,12 @@ struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=1000),
           conflicts_with_all = ["ingest_formats", "socket"])]
     scale: Option<Vec<u32>>,
+    /// With --scale: ingest each scale this many times on each backend, each into a fresh
+    /// database, and report the median ingest time and peak memory with their range (runs of
+    /// one binary spread by about a tenth); the reads are measured on the last run's database.
+    #[arg(long, default_value_t = 1, requires = "scale",
+          value_parser = clap::value_parser!(u32).range(1..=9))]
+    ingest_runs: u32,
     /// Measure only pages before and after a storm of aborted exports (issue 23): a page
     /// asked again and again and the distinct pages, a storm of exports half of them dropped
     /// after their first bytes, the same pages again; three rounds, on SQLite.
@@ -193,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
             dir: &dir,
             base: config,
             scales,
+            ingest_runs: cli.ingest_runs,
             pg_admin: cli.db.as_deref(),
             export_runs: cli.export_runs,
             pages: listing::Plan {

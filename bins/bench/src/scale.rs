@@ -5,7 +5,9 @@
 //! database bytes per entry, peak RSS of the ingest and of the server, the whale's export
 //! rows/s and a fixed-size party's export time, pages p50 (first, at 90 % depth, latest value
 //! of a spec) and pages/s at 4 clients. Each database is removed once measured, so that only
-//! one scale's data is on disk at a time.
+//! one scale's data is on disk at a time. With `--ingest-runs N` each scale is ingested N times
+//! on each backend, each into a fresh database: the ingest's figures are then the medians, with
+//! their range, and the reads are measured on the last run's database.
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -20,7 +22,8 @@ use crate::export::{self, ExportCase};
 use crate::http_client;
 use crate::listing::{self, PageResult};
 use crate::postgres::PgTarget;
-use crate::process::{self, ServerProcess};
+use crate::process::{self, IngestRun, ServerProcess};
+use crate::stats::Spread;
 
 /// The PostgreSQL database the scale runs own on the server `--db` names.
 const SCALE_DATABASE: &str = "datanode_bench_scale";
@@ -32,6 +35,8 @@ pub(crate) struct Plan<'a> {
     /// The dataset at scale 1.
     pub(crate) base: GenerateConfig,
     pub(crate) scales: &'a [u32],
+    /// Ingests of each scale on each backend.
+    pub(crate) ingest_runs: u32,
     /// The server `--db` names, for the PostgreSQL half.
     pub(crate) pg_admin: Option<&'a str>,
     pub(crate) export_runs: u32,
@@ -45,9 +50,11 @@ struct Point {
     backend: &'static str,
     ledger_entries: u64,
     oracle_data: u64,
+    /// The median of `ingest_runs`, as are the rate and the peak RSS.
     ingest_secs: f64,
-    ingest_entries_per_sec: f64,
-    ingest_peak_rss_kib: Option<u64>,
+    ingest_entries_per_sec: Spread,
+    ingest_peak_rss_kib: Option<Spread>,
+    ingest_runs: Vec<IngestSample>,
     database_bytes: u64,
     bytes_per_entry: f64,
     serve_peak_rss_kib: Option<u64>,
@@ -59,6 +66,28 @@ struct Point {
     page_deep_p50_ms: f64,
     latest_value_p50_ms: f64,
     pages_per_sec_4_clients: f64,
+}
+
+/// One ingest of a scale's stream.
+#[derive(Debug, Serialize)]
+struct IngestSample {
+    secs: f64,
+    entries_per_sec: f64,
+    peak_rss_kib: Option<u64>,
+    cpu_user_secs: Option<f64>,
+    cpu_system_secs: Option<f64>,
+}
+
+impl IngestSample {
+    fn of(run: &IngestRun, entries: u64) -> Self {
+        Self {
+            secs: run.seconds,
+            entries_per_sec: entries as f64 / run.seconds.max(1e-9),
+            peak_rss_kib: run.peak_rss_kib,
+            cpu_user_secs: run.cpu_user_secs,
+            cpu_system_secs: run.cpu_system_secs,
+        }
+    }
 }
 
 /// The dataset at `scale`: `scale` times the blocks and the parties.
@@ -90,13 +119,23 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
             backends.push(("postgres", OsStr::new(&pg.url)));
         }
         for (backend, db) in backends {
-            eprintln!("bench: scale {scale}, {backend}: generating into the ingest");
-            match &pg {
-                Some(pg) if backend == "postgres" => pg.recreate(&mut pg.admin()?)?,
-                _ => remove_sqlite(&sqlite)?,
+            let mut runs = Vec::new();
+            let mut generated = None;
+            for run in 1..=plan.ingest_runs {
+                eprintln!(
+                    "bench: scale {scale}, {backend}: generating into the ingest ({run} of {})",
+                    plan.ingest_runs
+                );
+                match &pg {
+                    Some(pg) if backend == "postgres" => pg.recreate(&mut pg.admin()?)?,
+                    _ => remove_sqlite(&sqlite)?,
+                }
+                let (ingest, summary) =
+                    process::run_ingest_generated(plan.server, db, &config, plan.dir)?;
+                runs.push(IngestSample::of(&ingest, summary.ledger_entries));
+                generated = Some(summary);
             }
-            let (ingest, generated) =
-                process::run_ingest_generated(plan.server, db, &config, plan.dir)?;
+            let generated = generated.context("no ingest run")?;
             let database_bytes = match &pg {
                 Some(pg) if backend == "postgres" => pg.size(&mut pg.admin()?)?,
                 _ => sqlite_size(&sqlite),
@@ -121,14 +160,22 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
             }
             let served = served?;
             let entries = generated.ledger_entries;
+            let spread = |values: Vec<f64>| Spread::of(values).context("no ingest run");
             let point = Point {
                 scale,
                 backend,
                 ledger_entries: entries,
                 oracle_data: generated.oracle_data,
-                ingest_secs: ingest.seconds,
-                ingest_entries_per_sec: entries as f64 / ingest.seconds.max(1e-9),
-                ingest_peak_rss_kib: ingest.peak_rss_kib,
+                ingest_secs: spread(runs.iter().map(|run| run.secs).collect())?.median,
+                ingest_entries_per_sec: spread(
+                    runs.iter().map(|run| run.entries_per_sec).collect(),
+                )?,
+                ingest_peak_rss_kib: runs
+                    .iter()
+                    .map(|run| run.peak_rss_kib.map(|kib| kib as f64))
+                    .collect::<Option<Vec<f64>>>()
+                    .and_then(Spread::of),
+                ingest_runs: runs,
                 database_bytes,
                 bytes_per_entry: database_bytes as f64 / entries.max(1) as f64,
                 serve_peak_rss_kib,
@@ -227,8 +274,23 @@ fn sqlite_size(path: &Path) -> u64 {
         .sum()
 }
 
+/// A figure measured once or more, `unit` times its value: the median, then the range when the
+/// measurements differ.
+fn spread_cell(spread: &Spread, unit: f64) -> String {
+    let median = format!("{:.0}", spread.median * unit);
+    if spread.varies() {
+        format!(
+            "{median} [{:.0}–{:.0}]",
+            spread.min * unit,
+            spread.max * unit
+        )
+    } else {
+        median
+    }
+}
+
 /// The curve as a table, one line per scale and backend, with each figure's ratio to the
-/// backend's first scale.
+/// backend's first scale (of the medians, for the ingest's).
 fn render(points: &[Point]) -> String {
     let mut out = String::from(
         "| scale | backend | entries | ingest entries/s | bytes/entry | ingest RSS MiB | serve RSS MiB \
@@ -237,6 +299,7 @@ fn render(points: &[Point]) -> String {
     );
     let mib =
         |kib: Option<u64>| kib.map_or("?".to_owned(), |kib| format!("{:.0}", kib as f64 / 1024.0));
+    let median_kib = |point: &Point| point.ingest_peak_rss_kib.map_or(0.0, |kib| kib.median);
     for point in points {
         let base = points
             .iter()
@@ -251,15 +314,21 @@ fn render(points: &[Point]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}× | {} | {} | {:.0}{} | {:.0}{} | {} | {} | {} | {:.2} M{} | {}, {:.1}{} | {:.3}{} / {:.3}{} / {:.3}{} | {:.0}{} |",
+            "| {}× | {} | {} | {}{} | {:.0}{} | {}{} | {} | {} | {:.2} M{} | {}, {:.1}{} | {:.3}{} / {:.3}{} / {:.3}{} | {:.0}{} |",
             point.scale,
             point.backend,
             point.ledger_entries,
-            point.ingest_entries_per_sec,
-            ratio(point.ingest_entries_per_sec, base.ingest_entries_per_sec),
+            spread_cell(&point.ingest_entries_per_sec, 1.0),
+            ratio(
+                point.ingest_entries_per_sec.median,
+                base.ingest_entries_per_sec.median
+            ),
             point.bytes_per_entry,
             ratio(point.bytes_per_entry, base.bytes_per_entry),
-            mib(point.ingest_peak_rss_kib),
+            point
+                .ingest_peak_rss_kib
+                .map_or("?".to_owned(), |kib| spread_cell(&kib, 1.0 / 1024.0)),
+            ratio(median_kib(point), median_kib(base)),
             mib(point.serve_peak_rss_kib),
             point.whale_rows,
             point.whale_rows_per_sec / 1e6,
@@ -292,6 +361,67 @@ fn sync() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A point whose ingest ran at these rates with these peaks (KiB), the reads all 1.
+    fn point(scale: u32, rates: &[f64], peaks_kib: &[u64]) -> Point {
+        let entries = 1_000_000;
+        let runs: Vec<IngestSample> = rates
+            .iter()
+            .zip(peaks_kib)
+            .map(|(&rate, &kib)| IngestSample {
+                secs: entries as f64 / rate,
+                entries_per_sec: rate,
+                peak_rss_kib: Some(kib),
+                cpu_user_secs: None,
+                cpu_system_secs: None,
+            })
+            .collect();
+        Point {
+            scale,
+            backend: "sqlite",
+            ledger_entries: entries,
+            oracle_data: 1,
+            ingest_secs: 1.0,
+            ingest_entries_per_sec: Spread::of(rates.iter().copied()).unwrap(),
+            ingest_peak_rss_kib: Spread::of(peaks_kib.iter().map(|&kib| kib as f64)),
+            ingest_runs: runs,
+            database_bytes: 1,
+            bytes_per_entry: 1.0,
+            serve_peak_rss_kib: Some(1024),
+            whale_rows: 1,
+            whale_rows_per_sec: 1.0,
+            fixed_party_rows: 1,
+            fixed_party_ms: 1.0,
+            page_first_p50_ms: 1.0,
+            page_deep_p50_ms: 1.0,
+            latest_value_p50_ms: 1.0,
+            pages_per_sec_4_clients: 1.0,
+        }
+    }
+
+    #[test]
+    fn repeated_ingests_show_their_median_and_range_and_compare_medians() {
+        let table = render(&[
+            point(1, &[200_000.0], &[150 * 1024]),
+            point(
+                16,
+                &[190_000.0, 150_000.0, 170_000.0],
+                &[215 * 1024, 180 * 1024, 200 * 1024],
+            ),
+        ]);
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        // One run: its figures alone, no range and no ratio.
+        assert!(rows[0].starts_with("| 1× | sqlite | 1000000 | 200000 | 1 | 150 | 1 |"));
+        // Three: the median with the range, the ratio of the medians.
+        assert!(
+            rows[1].starts_with(
+                "| 16× | sqlite | 1000000 | 170000 [150000–190000] (0.85×) | 1 (1.00×) \
+                 | 200 [180–215] (1.33×) | 1 |"
+            ),
+            "{table}"
+        );
+    }
 
     #[test]
     fn a_scale_multiplies_blocks_and_parties_only() {

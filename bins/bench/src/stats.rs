@@ -28,18 +28,46 @@ impl Summary {
         Self {
             count: sorted.len(),
             min_ms: ms(sorted[0]),
-            p50_ms: ms(percentile(&sorted, 0.50)),
-            p99_ms: ms(percentile(&sorted, 0.99)),
+            p50_ms: ms(*percentile(&sorted, 0.50)),
+            p99_ms: ms(*percentile(&sorted, 0.99)),
             max_ms: ms(sorted[sorted.len() - 1]),
             mean_ms: ms(total) / sorted.len() as f64,
         }
     }
 }
 
+/// The median and the extremes of a few repeated measurements of one figure.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub(crate) struct Spread {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+impl Spread {
+    /// Of `values` (the median by the nearest rank, as [`Summary`]'s: of two, the lower);
+    /// `None` when there are none.
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut sorted: Vec<f64> = values.into_iter().collect();
+        sorted.sort_unstable_by(f64::total_cmp);
+        let (min, max) = (*sorted.first()?, *sorted.last()?);
+        Some(Self {
+            median: *percentile(&sorted, 0.50),
+            min,
+            max,
+        })
+    }
+
+    /// Whether the measurements differ.
+    pub(crate) fn varies(&self) -> bool {
+        self.min != self.max
+    }
+}
+
 /// The nearest-rank percentile `q` (0–1) of a sorted, non-empty slice.
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
+fn percentile<T>(sorted: &[T], q: f64) -> &T {
     let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    &sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 #[cfg(test)]
@@ -64,5 +92,18 @@ mod tests {
         check(&[4, 1, 3, 2], 2.0, 4.0);
         check(&(1..=100).collect::<Vec<_>>(), 50.0, 99.0);
         check(&(1..=1000).collect::<Vec<_>>(), 500.0, 990.0);
+    }
+
+    #[test]
+    fn a_spread_is_the_median_and_the_extremes() {
+        assert_eq!(Spread::of([]), None);
+        let one = Spread::of([4.5]).unwrap();
+        assert_eq!((one.median, one.min, one.max), (4.5, 4.5, 4.5));
+        assert!(!one.varies());
+        let three = Spread::of([190.0, 160.5, 171.0]).unwrap();
+        assert_eq!((three.median, three.min, three.max), (171.0, 160.5, 190.0));
+        assert!(three.varies());
+        // Of two, the lower, as the percentiles' nearest rank.
+        assert_eq!(Spread::of([2.0, 1.0]).unwrap().median, 1.0);
     }
 }
