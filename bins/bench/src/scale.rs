@@ -160,16 +160,16 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
             }
             let served = served?;
             let entries = generated.ledger_entries;
-            let spread = |values: Vec<f64>| Spread::of(values).context("no ingest run");
             let point = Point {
                 scale,
                 backend,
                 ledger_entries: entries,
                 oracle_data: generated.oracle_data,
-                ingest_secs: spread(runs.iter().map(|run| run.secs).collect())?.median,
-                ingest_entries_per_sec: spread(
-                    runs.iter().map(|run| run.entries_per_sec).collect(),
-                )?,
+                ingest_secs: Spread::of(runs.iter().map(|run| run.secs))
+                    .context("no ingest run")?
+                    .median,
+                ingest_entries_per_sec: Spread::of(runs.iter().map(|run| run.entries_per_sec))
+                    .context("no ingest run")?,
                 ingest_peak_rss_kib: runs
                     .iter()
                     .map(|run| run.peak_rss_kib.map(|kib| kib as f64))

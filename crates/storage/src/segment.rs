@@ -50,7 +50,9 @@ pub const RUN_SEGMENTS: usize = 8;
 /// owner. The stored bytes are the same whatever the bound. At 16 MiB the 16× ingest (3,200
 /// parties) held 278–280 MiB on SQLite and 217–220 MiB on PostgreSQL where 128 MiB held 344
 /// and 284 MiB, at 0.97–1.01× of its rate on SQLite and 0.90–0.96× on PostgreSQL (two
-/// `bench --scale 1,16` runs each; docs/PERFORMANCE.md, "The writer's bound lowered").
+/// `bench --scale 1,16` runs each; docs/PERFORMANCE.md, "The writer's bound lowered"); measured
+/// again on PostgreSQL's 16× stream alternated with 128 MiB, 0.86–0.94× of its rate for 60–70
+/// MiB less (docs/PERFORMANCE.md, "The curve as medians of three ingests").
 pub const TAILS_BYTES: usize = 16 << 20;
 
 /// A table of segments as both backends lay it out: its name, its owner and lines columns (the
