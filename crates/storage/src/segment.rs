@@ -14,6 +14,7 @@
 //! reported as [`Error::Corrupt`], never trusted for slicing.
 
 mod engine;
+mod held;
 mod oracle;
 
 use std::collections::HashMap;
@@ -119,7 +120,8 @@ pub struct Tails<O> {
 /// The segments a run holds, each with its key (its last line's), in key order.
 pub type Run = Vec<(LineKey, Segment)>;
 
-/// What a writer remembers of an owner's run.
+/// What a writer remembers of an owner's run: its stored segments (a held segment after them
+/// is the engine's, see [`Engine::stage`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Remembered {
     /// The run's segments, whole: a batch that merges them reads nothing back.
@@ -130,14 +132,11 @@ pub enum Remembered {
 }
 
 /// A run's shape: what a batch needs to decide whether it appends a segment of its own after
-/// the run or merges the run, and the held segment (see [`Engine::stage`]), which is nowhere
-/// else.
+/// the run or merges the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
     /// Each stored segment of the run: its key and its lines' bytes, in key order.
     pub stored: Vec<(LineKey, usize)>,
-    /// The run's last segment when it is held, with its key.
-    pub held: Option<(LineKey, Segment)>,
 }
 
 impl Remembered {
@@ -145,11 +144,9 @@ impl Remembered {
     pub fn size(&self) -> (usize, usize) {
         match self {
             Remembered::Whole(run) => (run.len(), run.iter().map(|(_, s)| s.csv.len()).sum()),
-            Remembered::Shape(Shape { stored, held }) => (
-                stored.len() + usize::from(held.is_some()),
-                stored.iter().map(|(_, bytes)| bytes).sum::<usize>()
-                    + held.as_ref().map_or(0, |(_, segment)| segment.csv.len()),
-            ),
+            Remembered::Shape(Shape { stored }) => {
+                (stored.len(), stored.iter().map(|(_, bytes)| bytes).sum())
+            }
         }
     }
 
@@ -157,18 +154,7 @@ impl Remembered {
     pub fn last_key(&self) -> Option<LineKey> {
         match self {
             Remembered::Whole(run) => run.last().map(|(key, _)| *key),
-            Remembered::Shape(Shape { stored, held }) => held
-                .as_ref()
-                .map(|(key, _)| *key)
-                .or_else(|| stored.last().map(|(key, _)| *key)),
-        }
-    }
-
-    /// The held segment, when the run ends with one (`held`, for a run kept whole).
-    pub fn into_held(self, held: bool) -> Option<Segment> {
-        match self {
-            Remembered::Whole(mut run) => run.pop().filter(|_| held).map(|(_, segment)| segment),
-            Remembered::Shape(shape) => shape.held.map(|(_, segment)| segment),
+            Remembered::Shape(Shape { stored }) => stored.last().map(|(key, _)| *key),
         }
     }
 }
@@ -204,39 +190,32 @@ impl<O: Copy + Eq + Hash> Tails<O> {
     }
 
     /// The run of `owner`, when a batch whose first line is at `first` only appends to it and
-    /// the owner is known (`Ok` of an empty run when its last segment is not small). Otherwise
-    /// `Err`: of the run when the owner is known but the batch does not only append, of `None`
-    /// when the owner is unknown; either way its stored segments are read back. The owner is
-    /// forgotten until [`remember`](Self::remember)ed again.
-    pub fn take(&mut self, owner: O, first: LineKey) -> Result<Remembered, Option<Remembered>> {
-        let tail = self.tails.remove(&owner).ok_or(None)?;
+    /// the owner is known (an empty run when its last segment is not small); otherwise `None`,
+    /// and its stored segments are read back. The owner is forgotten until
+    /// [`remember`](Self::remember)ed again.
+    pub fn take(&mut self, owner: O, first: LineKey) -> Option<Remembered> {
+        let tail = self.tails.remove(&owner)?;
         if let Remembered::Whole(run) = &tail.run {
             self.bytes -= footprint(run);
         }
-        if tail.last < first {
-            Ok(tail.run)
-        } else {
-            Err(Some(tail.run))
-        }
+        (tail.last < first).then_some(tail.run)
     }
 
-    /// Remembers that `owner`'s segments end at `last` with `run` (whose last segment is
-    /// `held` when it is kept whole): whole within the bound, else by its shape.
-    pub fn remember(&mut self, owner: O, last: LineKey, run: Remembered, held: bool) {
+    /// Remembers that `owner`'s segments end at `last` with `run`: whole within the bound,
+    /// else by its shape.
+    pub fn remember(&mut self, owner: O, last: LineKey, run: Remembered) {
         let run = match run {
-            Remembered::Whole(mut run) => {
+            Remembered::Whole(run) => {
                 let bytes = footprint(&run);
                 if self.bytes + bytes <= self.max_bytes {
                     self.bytes += bytes;
                     Remembered::Whole(run)
                 } else {
-                    let held = if held { run.pop() } else { None };
                     Remembered::Shape(Shape {
                         stored: run
                             .into_iter()
                             .map(|(key, segment)| (key, segment.csv.len()))
                             .collect(),
-                        held,
                     })
                 }
             }
@@ -245,23 +224,25 @@ impl<O: Copy + Eq + Hash> Tails<O> {
         self.tails.insert(owner, Tail { last, run });
     }
 
-    /// The held last segment of `owner`'s run, to be written: the run goes on with it as
-    /// stored (kept whole in a buffer of its size, since it no longer grows; a shape keeps its
-    /// key and bytes).
-    pub fn unhold(&mut self, owner: O) -> Option<Segment> {
-        match &mut self.tails.get_mut(&owner)?.run {
-            Remembered::Whole(run) => {
-                let (_, segment) = run.last_mut()?;
-                let exact = segment.clone();
-                self.bytes = self.bytes - segment.footprint() + exact.footprint();
-                Some(std::mem::replace(segment, exact))
+    /// `owner`'s held segment, `written`: its run goes on with it as stored, a copy kept whole
+    /// (in a buffer of its size) while the bound allows. False when the owner is not known.
+    pub fn written(&mut self, owner: O, written: &Segment) -> bool {
+        let (Some(tail), Some(key)) = (self.tails.remove(&owner), written.last_key()) else {
+            return false;
+        };
+        let run = match tail.run {
+            Remembered::Whole(mut run) => {
+                self.bytes -= footprint(&run);
+                run.push((key, written.clone()));
+                Remembered::Whole(run)
             }
-            Remembered::Shape(shape) => {
-                let (key, segment) = shape.held.take()?;
-                shape.stored.push((key, segment.csv.len()));
-                Some(segment)
+            Remembered::Shape(mut shape) => {
+                shape.stored.push((key, written.csv.len()));
+                Remembered::Shape(shape)
             }
-        }
+        };
+        self.remember(owner, tail.last.max(key), run);
+        true
     }
 }
 
@@ -272,6 +253,15 @@ fn footprint(run: &Run) -> usize {
 
 /// Bytes of one line's entry in a segment's index.
 pub const INDEX_ENTRY: usize = 44;
+
+/// Appends a line's index entry to `keys`: its key, its asset, and `end`, where its bytes end in
+/// the segment's lines.
+fn index_entry(keys: &mut Vec<u8>, key: LineKey, asset: i64, end: u32) {
+    for value in [key.0, key.1, key.2, key.3, asset] {
+        keys.extend_from_slice(&value.to_le_bytes());
+    }
+    keys.extend_from_slice(&end.to_le_bytes());
+}
 
 /// A line's place in the total order: vega time, block, sequence number, entry index.
 pub type LineKey = (i64, i64, i64, i64);
@@ -383,10 +373,7 @@ impl Segment {
         }
         self.csv.extend_from_slice(csv);
         let end = u32::try_from(self.csv.len()).map_err(|_| Bug::SegmentTooLarge)?;
-        for value in [key.0, key.1, key.2, key.3, asset] {
-            self.keys.extend_from_slice(&value.to_le_bytes());
-        }
-        self.keys.extend_from_slice(&end.to_le_bytes());
+        index_entry(&mut self.keys, key, asset, end);
         Ok(())
     }
 
@@ -774,63 +761,56 @@ mod tests {
         let small_key = small.last_key().unwrap();
         let run = || Remembered::Whole(vec![(small_key, small.clone())]);
         let empty = || Remembered::Whole(Run::new());
-        let shape = |held| {
+        let shape = |segments| {
             Remembered::Shape(Shape {
-                stored: vec![(small_key, small.csv.len())],
-                held,
+                stored: vec![(small_key, small.csv.len()); segments],
             })
         };
         let large_key = (22, 1, 0, 0);
         // Runs of two of the small segment's size whole at most.
         let mut tails = Tails::bounded(2 * small.footprint());
         let later = (100, 0, 0, 0);
-        tails.remember(1, small_key, run(), false);
-        tails.remember(2, large_key, empty(), false);
-        tails.remember(3, small_key, run(), false);
+        tails.remember(1, small_key, run());
+        tails.remember(2, large_key, empty());
+        tails.remember(3, small_key, run());
         // Full: owner 4 is remembered by its run's shape; an empty run costs nothing.
-        tails.remember(4, small_key, run(), false);
-        tails.remember(5, large_key, empty(), false);
-        assert_eq!(tails.take(4, later), Ok(shape(None)));
-        assert_eq!(tails.take(5, later), Ok(empty()));
-        assert_eq!(tails.take(1, later), Ok(run()));
+        tails.remember(4, small_key, run());
+        tails.remember(5, large_key, empty());
+        assert_eq!(tails.take(4, later), Some(shape(1)));
+        assert_eq!(tails.take(5, later), Some(empty()));
+        assert_eq!(tails.take(1, later), Some(run()));
         // Taken: forgotten, and its bytes free again for another owner.
-        assert_eq!(tails.take(1, later), Err(None));
-        tails.remember(4, small_key, run(), false);
-        assert_eq!(tails.take(4, later), Ok(run()));
-        // A batch that does not only append reads the stored segments back, and gets the run.
-        assert_eq!(tails.take(2, large_key), Err(Some(empty())));
-        assert_eq!(tails.take(3, small_key), Err(Some(run())));
-        // A held last segment stays whole in a shape; written, it becomes part of the shape.
-        tails.remember(1, small_key, run(), false);
-        tails.remember(2, small_key, run(), false);
-        let held = vec![(small_key, small.clone()), (small_key, small.clone())];
-        tails.remember(6, small_key, Remembered::Whole(held), true);
-        assert_eq!(tails.unhold(6), Some(small.clone()));
-        assert_eq!(tails.unhold(6), None, "written once");
-        let written = Shape {
-            stored: vec![(small_key, small.csv.len()); 2],
-            held: None,
-        };
-        assert_eq!(tails.take(6, later), Ok(Remembered::Shape(written)));
+        assert_eq!(tails.take(1, later), None);
+        tails.remember(4, small_key, run());
+        assert_eq!(tails.take(4, later), Some(run()));
+        // A batch that does not only append reads the stored segments back.
+        assert_eq!(tails.take(2, large_key), None);
+        assert_eq!(tails.take(3, small_key), None);
+        // A held segment written joins the run, whole while the bound allows, else by its
+        // shape; an owner not known is refused.
+        tails.remember(1, small_key, run());
+        tails.remember(6, small_key, run());
+        assert!(tails.written(6, &small), "beyond the bound with it");
+        assert_eq!(tails.take(6, later), Some(shape(2)));
+        assert!(!tails.written(6, &small));
         tails.forget();
-        assert_eq!(tails.take(3, later), Err(None));
+        assert_eq!(tails.take(3, later), None);
     }
 
     #[test]
     fn a_held_segment_written_stays_whole_in_a_buffer_of_its_size() {
         let mut grown = segment(&[line(10, 1)]);
         grown.csv.reserve(4096);
-        let (key, footprint, lines) = (grown.last_key().unwrap(), grown.footprint(), grown.clone());
+        let (key, lines) = (grown.last_key().unwrap(), grown.clone());
         let mut tails = Tails::bounded(usize::MAX);
-        tails.remember(1, key, Remembered::Whole(vec![(key, grown)]), true);
-        assert_eq!(tails.bytes, footprint);
-        let written = tails.unhold(1).unwrap();
-        assert_eq!((&written, written.footprint()), (&lines, footprint));
-        // What is remembered now takes the memory of its bytes alone, and is counted so.
+        tails.remember(1, key, Remembered::Whole(Run::new()));
+        assert!(tails.written(1, &grown));
+        // What is remembered takes the memory of its bytes alone, and is counted so.
         assert_eq!(tails.bytes, lines.bytes());
-        let Ok(Remembered::Whole(run)) = tails.take(1, (100, 0, 0, 0)) else {
+        let Some(Remembered::Whole(run)) = tails.take(1, (100, 0, 0, 0)) else {
             panic!("forgotten");
         };
+        assert_eq!(run[0].1.footprint(), lines.bytes());
         assert_eq!(run, [(key, lines)]);
         assert_eq!(tails.bytes, 0);
     }

@@ -24,9 +24,10 @@
 //! check; the writer's lock keeps anyone else from writing in between. An owner whose lines are
 //! all stored already (a re-run) is not rewritten at all.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::Hash;
 
+use super::held::Held;
 use super::{Line, LineKey, Remembered, Run, Segment, Tails, rebuild};
 use crate::Error;
 use crate::backend::Then;
@@ -139,9 +140,9 @@ pub struct Engine<O> {
     /// The most owners of a batch whose stored segments one [`SegmentTable::touched`] reads
     /// back: [`READ_OWNERS`].
     read_owners: usize,
-    /// The owners whose remembered run ends with a held segment: built by
-    /// [`stage`](Self::stage) in the open transaction, and not written yet.
-    held: HashSet<O>,
+    /// The segments built by [`stage`](Self::stage) in the open transaction and not written
+    /// yet, each after its owner's remembered run: in a temporary file, not in memory.
+    held: Held<O>,
 }
 
 /// How many bytes of new segments a batch holds in memory before it writes them: whatever its
@@ -185,8 +186,6 @@ struct Rewrite {
     fresh: Vec<Segment>,
     /// When it only appended: the owner's run after it.
     run: Option<Remembered>,
-    /// Whether the run's last segment is held rather than written (see [`Engine::stage`]).
-    held: bool,
 }
 
 impl<O: Copy + Eq + Hash + Ord> Engine<O> {
@@ -197,7 +196,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             tails: Tails::default(),
             write_bytes: WRITE_BYTES,
             read_owners: READ_OWNERS,
-            held: HashSet::new(),
+            held: Held::default(),
         }
     }
 
@@ -213,7 +212,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// failed, or another writer may have changed them.
     pub fn forget(&mut self) {
         self.tails.forget();
-        self.held.clear();
+        self.held.forget();
     }
 
     /// Lays the batch's lines, each with its owner, into the owners' segments in `table`, and
@@ -249,11 +248,12 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// Writes the segments held by [`stage`](Self::stage): a transaction must not commit
     /// before.
     pub fn write_held<T: SegmentTable<Owner = O>>(&mut self, table: &mut T) -> Result<(), Error> {
-        let mut owners: Vec<O> = self.held.drain().collect();
-        owners.sort_unstable();
         let (mut fresh, mut bytes) = (Vec::new(), 0);
-        for owner in owners {
-            let segment = self.tails.unhold(owner).ok_or(Bug::HeldForgotten)?;
+        for owner in self.held.owners() {
+            let segment = self.held.take(owner)?.ok_or(Bug::HeldForgotten)?;
+            if !self.tails.written(owner, &segment) {
+                return Err(Bug::HeldForgotten.into());
+            }
             bytes += segment.bytes();
             fresh.push((owner, segment));
             if bytes >= self.write_bytes {
@@ -264,11 +264,11 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         if !fresh.is_empty() {
             table.insert(&fresh)?;
         }
-        Ok(())
+        self.held.restart()
     }
 
     /// [`store`](Self::store), but a batch that only appends a small segment of its own to an
-    /// owner's run (or lines to the run's held segment) holds it in the run the writer
+    /// owner's run (or lines to the run's held segment) holds it after the run the writer
     /// remembers instead of writing it, until [`write_held`](Self::write_held) or a later
     /// batch that merges the run. So a transaction of several batches writes one small
     /// segment per owner, not one per batch: what a batch costs is its owners more than its
@@ -276,7 +276,8 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// to has its held segment written before its stored segments are read back, and one whose
     /// run is remembered by its shape (beyond [`TAILS_BYTES`](super::TAILS_BYTES)) has the run
     /// read back when a batch merges it, the held segment merged with it in memory. Held
-    /// segments are never more than the transaction's lines.
+    /// segments are never more than the transaction's lines, and they wait in a temporary file
+    /// (see `held.rs`), not in memory, however long the transaction.
     pub fn stage<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
@@ -303,8 +304,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                 let owner = owner_lines[0].0;
                 // A remembered run is one the lines come after (`Tails::take`).
                 let rewrite = if let Some((run, follows)) = known.remove(&owner) {
-                    let held = self.held.remove(&owner);
-                    self.append(run, follows, held, owner_lines)?
+                    self.append(owner, run, follows, owner_lines)?
                 } else {
                     let mut segments = stored.remove(&owner).unwrap_or_default();
                     segments.sort_unstable_by_key(|(key, _)| *key);
@@ -315,8 +315,8 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                         && last_keys.get(&owner).is_none_or(|last| *last < first);
                     if appends {
                         let run = Remembered::Whole(segments);
-                        let follows = self.follows(&run, false, owner_lines);
-                        self.append(run, follows, false, owner_lines)?
+                        let follows = self.follows(owner, &run, owner_lines);
+                        self.append(owner, run, follows, owner_lines)?
                     } else {
                         match self.merge(owner, segments, owner_lines, &mut kept)? {
                             Some(rewrite) => rewrite,
@@ -328,15 +328,12 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
                     doomed: gone,
                     fresh: made,
                     run,
-                    held,
                 } = rewrite;
                 if let Some(run) = run {
                     let last_made = made.last().and_then(Segment::last_key);
-                    if let Some(last) = run.last_key().max(last_made) {
-                        self.tails.remember(owner, last, run, held);
-                        if held {
-                            self.held.insert(owner);
-                        }
+                    let last_held = self.held.last_key(owner);
+                    if let Some(last) = run.last_key().max(last_made).max(last_held) {
+                        self.tails.remember(owner, last, run);
                     }
                 }
                 doomed.extend(gone.into_iter().map(|key| (owner, key)));
@@ -355,9 +352,9 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
     /// For a group of a batch's owners (each its lines, in key order): the runs this writer
     /// remembers of those that only append to them, taken from its memory, each with whether
     /// the lines [`follow`](Self::follows) it (a run remembered by its shape that the batch
-    /// merges is read back, its held segment joining it in memory), and what `table` holds of
-    /// the others, read in one [`SegmentTable::touched`] (none when all are known), once their
-    /// held segments, if any, are written.
+    /// merges is read back, its held segment staying held to join it), and what `table` holds
+    /// of the others, read in one [`SegmentTable::touched`] (none when all are known), once
+    /// their held segments, if any, are written.
     fn read_back<T: SegmentTable<Owner = O>>(
         &mut self,
         table: &mut T,
@@ -369,21 +366,18 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         let mut merged = Vec::new();
         for owner_lines in group {
             let (owner, first) = (owner_lines[0].0, owner_lines[0].1.key);
-            let held = self.held.contains(&owner);
             match self.tails.take(owner, first) {
-                Ok(run) => {
-                    let follows = self.follows(&run, held, owner_lines);
+                Some(run) => {
+                    let follows = self.follows(owner, &run, owner_lines);
                     if follows || matches!(run, Remembered::Whole(_)) {
                         known.insert(owner, (run, follows));
                         continue;
                     }
-                    // A shape to merge: the owner stays held, its held segment the last of the
-                    // run read back.
-                    merged.push((owner, run.into_held(held)));
+                    // A shape to merge: read back, its held segment after it.
+                    merged.push(owner);
                 }
-                Err(stale) => {
-                    self.held.remove(&owner);
-                    if let Some(segment) = stale.and_then(|run| run.into_held(held)) {
+                None => {
+                    if let Some(segment) = self.held.take(owner)? {
                         unheld.push((owner, segment));
                     }
                 }
@@ -402,68 +396,51 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
         } else {
             table.touched(&asks, self.packing)?
         };
-        for (owner, held) in merged {
+        for owner in merged {
             let mut run = read.stored.remove(&owner).unwrap_or_default();
             run.sort_unstable_by_key(|(key, _)| *key);
-            run.extend(held.and_then(|segment| Some((segment.last_key()?, segment))));
             known.insert(owner, (Remembered::Whole(run), false));
         }
         Ok((known, read))
     }
 
-    /// Whether `lines`, which come after `run` (its last segment `held` or stored), are added
-    /// to its held segment or held as a segment of their own after it, the run staying within
-    /// the policy's bounds; otherwise the run is merged with them.
-    fn follows(&self, run: &Remembered, held: bool, lines: &[(O, Line<'_>)]) -> bool {
+    /// Whether `lines`, which come after `owner`'s `run` and its held segment if any, are added
+    /// to the held segment or held as a segment of their own after the run, the run staying
+    /// within the policy's bounds; otherwise the run is merged with them.
+    fn follows(&self, owner: O, run: &Remembered, lines: &[(O, Line<'_>)]) -> bool {
         let new_bytes: usize = lines.iter().map(|(_, line)| line.csv.len()).sum();
+        let held_bytes = self.held.bytes(owner).unwrap_or(0);
         let (segments, run_bytes) = run.size();
-        segments + usize::from(!held) <= self.packing.run
-            && run_bytes + new_bytes < self.packing.small_tail
+        segments < self.packing.run && run_bytes + held_bytes + new_bytes < self.packing.small_tail
     }
 
-    /// Lines that all come after the owner's stored ones, `run` its run (its last segment
-    /// `held` or stored): added to the held segment, or held as a segment of their own after
-    /// the run, when they [`follow`](Self::follows) it; or else merged with it, which a run
-    /// remembered by its shape never is ([`read_back`](Self::read_back) reads it back).
+    /// Lines that all come after `owner`'s stored ones, `run` its run: added to its held
+    /// segment, or held as a segment of their own after the run, when they
+    /// [`follow`](Self::follows) it; or else merged with the run and the held segment, which a
+    /// run remembered by its shape never is ([`read_back`](Self::read_back) reads it back).
     fn append(
-        &self,
+        &mut self,
+        owner: O,
         run: Remembered,
         follows: bool,
-        held: bool,
         lines: &[(O, Line<'_>)],
     ) -> Result<Rewrite, Error> {
         let lines = || lines.iter().map(|(_, line)| *line);
         if follows {
-            let run = match run {
-                Remembered::Whole(mut run) => {
-                    let slot = run.last_mut().filter(|_| held);
-                    if let Some(new) = self.hold(slot, lines())? {
-                        run.push(new);
-                    }
-                    Remembered::Whole(run)
-                }
-                Remembered::Shape(mut shape) => {
-                    if let Some(new) = self.hold(shape.held.as_mut(), lines())? {
-                        shape.held = Some(new);
-                    }
-                    Remembered::Shape(shape)
-                }
-            };
+            // Under `small_tail` bytes with the run, so one segment, never sealed.
+            self.held.hold(owner, lines())?;
             return Ok(Rewrite {
                 doomed: Vec::new(),
                 fresh: Vec::new(),
                 run: Some(run),
-                held: true,
             });
         }
         let Remembered::Whole(run) = run else {
             return Err(Bug::ShapeMerged.into());
         };
-        let (mut doomed, segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
-        if held {
-            // Never written: nothing to delete.
-            doomed.pop();
-        }
+        let (doomed, mut segments): (Vec<LineKey>, Vec<Segment>) = run.into_iter().unzip();
+        // Never written: nothing to delete.
+        segments.extend(self.held.take(owner)?);
         let fresh = rebuild(&segments, lines(), self.packing.seal)?;
         let run = fresh
             .last()
@@ -475,31 +452,7 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             doomed,
             fresh,
             run: Some(Remembered::Whole(run)),
-            held: false,
         })
-    }
-
-    /// Lines under the small tail's bytes added to the held segment in `slot`, or, when there
-    /// is none, made a segment of their own, returned with its key to be held.
-    ///
-    /// The segment grows by exactly the lines' bytes: held segments, one per owner a
-    /// transaction appends to, are most of what the ingest's memory gains with the parties,
-    /// and growing them by doubling left up to half of each unused (docs/PERFORMANCE.md,
-    /// "What grows with the parties").
-    fn hold<'a>(
-        &self,
-        slot: Option<&mut (LineKey, Segment)>,
-        lines: impl Iterator<Item = Line<'a>> + Clone,
-    ) -> Result<Option<(LineKey, Segment)>, Error> {
-        // Under `small_tail` bytes with the run (`follows`), so one segment, never sealed.
-        let Some((key, segment)) = slot else {
-            let mut fresh = Segment::default();
-            fresh.append_exact(lines)?;
-            return Ok(fresh.last_key().map(|last| (last, fresh)));
-        };
-        segment.append_exact(lines)?;
-        *key = segment.last_key().unwrap_or(*key);
-        Ok(None)
     }
 
     /// Lines that fall among the owner's stored `segments`: those merged with them, stored
@@ -527,7 +480,6 @@ impl<O: Copy + Eq + Hash + Ord> Engine<O> {
             doomed,
             fresh,
             run: None,
-            held: false,
         }))
     }
 }
@@ -671,7 +623,7 @@ mod tests {
     }
 
     #[test]
-    fn held_segments_grow_by_exactly_their_lines() {
+    fn held_segments_wait_outside_the_remembered_runs_and_are_written_exactly() {
         let (mut engine, mut table) = (Engine::new(PACKING), Memory::default());
         for time in 1..=3 {
             lay(
@@ -682,16 +634,14 @@ mod tests {
             );
         }
         assert!(table.segments.is_empty(), "held, not written");
-        let held = match &engine.tails.tails[&7].run {
-            Remembered::Whole(run) => &run.last().unwrap().1,
-            Remembered::Shape(shape) => &shape.held.as_ref().unwrap().1,
-        };
-        assert_eq!(held.csv, b"ab\nab\nab\n");
-        // Grown by doubling, 9 bytes would take 16.
-        assert_eq!(held.csv.capacity(), held.csv.len());
-        assert_eq!(held.keys.capacity(), held.keys.len());
+        assert_eq!(engine.tails.bytes, 0, "nothing held in the remembered runs");
+        assert_eq!(engine.held.bytes(7), Some(9));
         engine.write_held(&mut table).unwrap();
         assert_eq!(table.lines(7).len(), 3);
+        let written = &table.segments[&(7, at(3))];
+        assert_eq!(written.csv, b"ab\nab\nab\n");
+        assert_eq!(written.footprint(), written.bytes(), "sized exactly");
+        assert_eq!(engine.held.owners(), Vec::<u8>::new());
     }
 
     #[test]
@@ -1025,6 +975,36 @@ mod tests {
         assert_eq!(table.insert_calls, reference.insert_calls);
         assert_eq!(sizes(&table), [20; 3]);
         assert_eq!((reference.touched_calls, table.touched_calls), (1, 4));
+    }
+
+    #[test]
+    fn held_segments_read_back_from_the_file_are_stored_as_from_the_buffer() {
+        let (mut buffered, mut reference) = (Engine::new(PACKING), Memory::default());
+        let (mut filed, mut table) = (Engine::new(PACKING), Memory::default());
+        // Every piece goes to the file as it is held.
+        filed.held.buffer_bytes = 0;
+        for time in 1..=40 {
+            let then = if time % 5 == 0 {
+                Then::Commit
+            } else {
+                Then::KeepOpen
+            };
+            let mut batch: Vec<(u8, LineKey, &str)> =
+                (0..4).map(|owner| (owner, at(time), "l\n")).collect();
+            if time % 7 == 0 {
+                // Among owner 2's stored lines: its held segment is written, the rest merged.
+                batch.push((2, (time - 3, 5, 1, 0), "old\n"));
+            }
+            for (engine, table) in [(&mut buffered, &mut reference), (&mut filed, &mut table)] {
+                lay(engine, table, &batch, then);
+            }
+            if time == 3 {
+                assert!(filed.held.bytes(1).is_some() && table.segments.is_empty());
+            }
+        }
+        assert_eq!(table.segments, reference.segments);
+        assert_eq!(table.deleted, reference.deleted);
+        assert_eq!(table.lines(2).len(), 45);
     }
 
     #[test]
