@@ -17,7 +17,7 @@ use http_api::AppConfig;
 use ingest::IngestOptions;
 use ledger_core::{ExportFilter, TimeRange};
 use serde_json::Value;
-use storage::{ExportSink, LedgerStore};
+use storage::{BlockRecord, ChainState, ExportSink, IngestBatch, IngestWriter, LedgerStore};
 use storage_postgres::{PgConfig, PgStore};
 use testdb::{Programs, Standby, TestDatabase};
 
@@ -72,8 +72,32 @@ fn ingest_into(url: &str, stream: &[u8]) {
 fn ingest_with(url: &str, stream: &[u8], options: &IngestOptions<'_>) {
     // The reader runs on threads of its own, which need the stream as their own.
     let stream = stream.to_vec();
-    let mut writer = PgStore::writer(url).unwrap();
+    let mut writer = FourBatches(PgStore::writer(url).unwrap());
     ingest::ingest(io::Cursor::new(stream), &mut writer, options, &mut |_| {}).unwrap();
+}
+
+/// PostgreSQL's writer with transactions of at most the default four batches
+/// ([`storage::TRANSACTION_BATCHES`]) instead of its own 32, so that a stream as small as these
+/// tests' is cut into several transactions, and a party's lines into several segments, by
+/// `max_batch_rows` alone.
+struct FourBatches<W>(W);
+
+impl<W: IngestWriter> IngestWriter for FourBatches<W> {
+    fn chain(&mut self) -> Result<ChainState, storage::Error> {
+        self.0.chain()
+    }
+
+    fn blocks(&mut self, height: u64) -> Result<Vec<BlockRecord>, storage::Error> {
+        self.0.blocks(height)
+    }
+
+    fn commit(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
+        self.0.commit(batch)
+    }
+
+    fn stage(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
+        self.0.stage(batch)
+    }
 }
 
 fn serve(url: &str) -> Server {

@@ -14,7 +14,7 @@ use storage::backend::Then;
 use storage::{BlockRecord, BlockState, ChainState, IngestBatch, LedgerRow, OracleRow};
 
 use crate::frames::PeerControl;
-use crate::pipeline::{GROWTH, IngestOptions, ROWS_PER_PARTY};
+use crate::pipeline::{IngestOptions, ROWS_PER_PARTY};
 use crate::prepare::{Item, Label, Prepared};
 use crate::reader::{Chunks, Message};
 use crate::writer::{Done, IN_FLIGHT, Job, StoreHandle};
@@ -107,6 +107,9 @@ impl Chain {
 pub(crate) struct Assembler<'o, 'p> {
     store: StoreHandle,
     options: &'o IngestOptions<'o>,
+    /// The most batches a transaction spans (the writer's
+    /// [`transaction_batches`](storage::IngestWriter::transaction_batches)).
+    growth: usize,
     progress: &'p mut dyn FnMut(&IngestStats),
     chain: Chain,
     /// For a live source: closes a connection whose stream breaks the chain's rules.
@@ -156,6 +159,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
     pub(crate) fn new(
         store: StoreHandle,
         options: &'o IngestOptions<'o>,
+        growth: usize,
         stored: ChainState,
         peer: Option<PeerControl>,
         progress: &'p mut dyn FnMut(&IngestStats),
@@ -163,6 +167,7 @@ impl<'o, 'p> Assembler<'o, 'p> {
         Self {
             store,
             options,
+            growth,
             progress,
             known_height: stored.last.map(|block| block.height),
             chain: Chain::new(stored),
@@ -266,8 +271,9 @@ impl<'o, 'p> Assembler<'o, 'p> {
     /// What the batch's block boundary does: nothing yet (`None`), or the batch goes to the
     /// writer, which then commits or keeps its transaction open. It goes once it holds
     /// `max_batch_rows` rows, and its transaction is committed once it is old, or holds
-    /// `max_batch_rows` rows and [`ROWS_PER_PARTY`] rows per party, or [`GROWTH`] times the
-    /// rows whatever the parties; a batch sent before that is staged in the transaction.
+    /// `max_batch_rows` rows and [`ROWS_PER_PARTY`] rows per party for each batch it may span,
+    /// or as many batches as it may span ([`Self::growth`]) whatever the parties; a batch sent
+    /// before that is staged in the transaction.
     ///
     /// A commit's cost grows with the parties it touches more than with its rows: each one's
     /// newest segment and the page that holds it are written again. A stream of many parties
@@ -283,9 +289,10 @@ impl<'o, 'p> Assembler<'o, 'p> {
         let aged = transaction
             .started
             .is_some_and(|started| started.elapsed() >= self.options.max_batch_age);
+        let rows_per_party = ROWS_PER_PARTY.saturating_mul(self.growth);
         let worth =
-            total >= max_rows && total >= ROWS_PER_PARTY.saturating_mul(transaction.parties.len());
-        if aged || worth || total >= max_rows.saturating_mul(GROWTH) {
+            total >= max_rows && total >= rows_per_party.saturating_mul(transaction.parties.len());
+        if aged || worth || total >= max_rows.saturating_mul(self.growth) {
             Some(Then::Commit)
         } else if rows >= max_rows {
             Some(Then::KeepOpen)

@@ -41,7 +41,7 @@ pub use error::{EventError, IngestError, Location, RecordError, StreamError};
 pub use frames::socket::Socket;
 pub use frames::{Encoding, Frames, PeerControl, Step};
 pub use input::{Format, Input};
-pub use pipeline::{DEFAULT_MAX_RECORD_BYTES, GROWTH, IngestOptions, ROWS_PER_PARTY, ingest};
+pub use pipeline::{DEFAULT_MAX_RECORD_BYTES, IngestOptions, ROWS_PER_PARTY, ingest};
 
 /// Counters of an ingest: what was committed so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

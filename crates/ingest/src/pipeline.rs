@@ -32,15 +32,21 @@ use crate::{Format, IngestError, IngestStats, Input};
 #[derive(Debug)]
 pub struct IngestOptions<'a> {
     /// Write a batch once this many rows wait, even while the input keeps coming, and commit
-    /// it. A transaction spread thin over many parties (under [`ROWS_PER_PARTY`] rows a party)
-    /// spans several such batches instead, up to [`GROWTH`] times this many rows: such commits
-    /// cost more per row. The rows held in memory stay within three batches either way.
+    /// it. A transaction spread thin over many parties (under [`ROWS_PER_PARTY`] rows a party
+    /// for each of its batches) spans several such batches instead, up to the writer's
+    /// [`transaction_batches`](IngestWriter::transaction_batches): such commits cost more per
+    /// row. The rows held in memory stay within three batches either way (the writer keeps
+    /// what it holds of an open transaction in a temporary file).
     pub max_batch_rows: usize,
     /// Commit when the input has been quiet this long.
     pub idle_commit: Duration,
     /// Commit at least this often while the input keeps coming (a bulk load, a catch-up: a
     /// live stream goes quiet between blocks and commits at [`Self::idle_commit`]). Default
-    /// 2 s, long enough for a transaction spread over many parties to reach its size.
+    /// 2 s: readers see a bulk load's blocks at most this late, and a crash re-ingests at most
+    /// this much. A transaction spread over many parties reaches four batches within it, but
+    /// not the 32 PostgreSQL's writer allows (about ten to fifteen on this project's machines):
+    /// a longer age buys a faster bulk load with staler readers (docs/PERFORMANCE.md, "Longer
+    /// transactions on PostgreSQL").
     pub max_batch_age: Duration,
     /// A longer record (NDJSON line, buffer record's payload) is an error, refused before it is
     /// read: this bounds the reader's memory whatever the input.
@@ -54,15 +60,11 @@ pub struct IngestOptions<'a> {
     pub decoders: usize,
 }
 
-/// How many more rows than [`IngestOptions::max_batch_rows`] a transaction spread thin over many
-/// parties may span (in as many batches): a commit's cost grows with the parties it touches
-/// (each one's newest segment and the page that holds it are written again), so such a stream
-/// is committed less often.
-pub const GROWTH: usize = 4;
-
-/// The rows per party a transaction of [`IngestOptions::max_batch_rows`] rows grows towards, up
-/// to [`GROWTH`] times that many rows.
-pub const ROWS_PER_PARTY: usize = 64;
+/// The rows per party a transaction grows towards for each of the batches it may span (see
+/// [`IngestWriter::transaction_batches`]): a commit's cost grows with the parties it touches
+/// (each one's newest segment and the page that holds it are written again), so a stream
+/// spread over many parties is committed less often, one of a few busy parties at every batch.
+pub const ROWS_PER_PARTY: usize = 16;
 
 /// The default of [`IngestOptions::max_record_bytes`]: far beyond any real event (a ledger
 /// movement event of ten thousand entries is about ten megabytes as JSON, less as protobuf).
@@ -98,6 +100,7 @@ pub fn ingest(
 ) -> Result<IngestStats, IngestError> {
     let input = input.into();
     let stored = writer.chain()?;
+    let growth = writer.transaction_batches();
     let peer = input.peer_control();
     let (mut chunks, reader) = crate::reader::spawn(input, options)?;
     // Batches being written while the next one fills; the assembler keeps at most
@@ -111,7 +114,7 @@ pub fn ingest(
             done,
             in_flight: std::collections::VecDeque::new(),
         };
-        let mut assembler = Assembler::new(store, options, stored, peer, progress);
+        let mut assembler = Assembler::new(store, options, growth, stored, peer, progress);
         // Dropping the assembler at the end of the scope closes the writer's job channel, so
         // the writer thread ends whenever this one stops, early or not.
         assembler.run(&mut chunks)

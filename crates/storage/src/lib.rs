@@ -95,7 +95,7 @@ pub use error::{
 pub use model::{
     BlockRecord, BlockState, BlockTime, CHAIN_TIP_LAG, ChainState, ChainTip, Examples, ExportSink,
     ExportSummary, Health, IngestBatch, IngestWriter, LedgerRow, LedgerStore, OraclePage,
-    OracleRow, OracleStore, WriterOptions,
+    OracleRow, OracleStore, TRANSACTION_BATCHES, WriterOptions,
 };
 pub use scrub::{Affects, Finding, SCRUB_SOURCES, Scrub, ScrubProgress, ScrubSource};
 #[cfg(feature = "sqlite")]

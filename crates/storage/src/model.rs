@@ -357,7 +357,21 @@ pub trait IngestWriter: Send {
     fn stage(&mut self, batch: &IngestBatch) -> Result<(), Error> {
         self.commit(batch)
     }
+
+    /// How many batches of an ingest's size a transaction spread thin over many parties may
+    /// span, at most: a commit costs more the more parties it touches (each one's newest
+    /// segment is written), and a transaction long enough gives each party lines enough for a
+    /// segment that is never merged again. What a long transaction costs depends on the store:
+    /// [`TRANSACTION_BATCHES`] unless it says otherwise.
+    fn transaction_batches(&self) -> usize {
+        TRANSACTION_BATCHES
+    }
 }
+
+/// The default of [`IngestWriter::transaction_batches`]: four batches. Longer transactions
+/// measured slower on SQLite, whose write-ahead log cannot be checkpointed past an open
+/// transaction (docs/PERFORMANCE.md, "Longer transactions, as a probe").
+pub const TRANSACTION_BATCHES: usize = 4;
 
 /// Real ids from the store, for ready-to-paste example URLs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

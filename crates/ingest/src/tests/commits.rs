@@ -12,12 +12,15 @@ use storage::{BlockRecord, ChainState, IngestBatch, IngestWriter};
 
 use super::lines::{A, Body, T1, block, blocks, entry, text};
 use super::{TempStore, export, idle_only, ingest_with, join, owned, sample_lines};
-use crate::{GROWTH, IngestError, IngestOptions, IngestStats, ingest};
+use crate::{IngestError, IngestOptions, IngestStats, ingest};
 
 /// Passes everything on and keeps a copy of every batch written, staged or committed;
 /// refuses the `fail_at`-th write as a store does, undoing what is staged.
 struct Recording<'w> {
     inner: &'w mut dyn IngestWriter,
+    /// What it answers to [`IngestWriter::transaction_batches`]: the inner writer's unless a
+    /// test says otherwise.
+    transaction_batches: usize,
     batches: Vec<IngestBatch>,
     /// For each of `batches`, whether its write committed.
     commits: Vec<bool>,
@@ -27,6 +30,7 @@ struct Recording<'w> {
 impl<'w> Recording<'w> {
     fn new(inner: &'w mut dyn IngestWriter) -> Self {
         Self {
+            transaction_batches: inner.transaction_batches(),
             inner,
             batches: Vec::new(),
             commits: Vec::new(),
@@ -91,6 +95,10 @@ impl IngestWriter for Recording<'_> {
 
     fn stage(&mut self, batch: &IngestBatch) -> Result<(), storage::Error> {
         self.record(batch, false)
+    }
+
+    fn transaction_batches(&self) -> usize {
+        self.transaction_batches
     }
 }
 
@@ -158,11 +166,17 @@ fn blocks_commit_whole_whatever_the_batch_size() {
 }
 
 /// The rows of each batch `ingest` writes of `lines` with batches of `max_batch_rows`, by
-/// transaction; every block whole.
-fn transaction_rows(lines: &[String], max_batch_rows: usize) -> Vec<Vec<usize>> {
+/// transaction, to a writer whose transactions span at most `transaction_batches`; every block
+/// whole.
+fn transaction_rows(
+    lines: &[String],
+    max_batch_rows: usize,
+    transaction_batches: usize,
+) -> Vec<Vec<usize>> {
     let temp = TempStore::new();
     let mut writer = temp.store.writer().unwrap();
     let mut recording = Recording::new(&mut writer);
+    recording.transaction_batches = transaction_batches;
     let options = IngestOptions {
         max_batch_rows,
         ..idle_only(Duration::from_secs(3600))
@@ -179,11 +193,14 @@ fn transaction_rows(lines: &[String], max_batch_rows: usize) -> Vec<Vec<usize>> 
 }
 
 #[test]
-fn transactions_of_many_parties_span_batches_and_those_of_few_do_not() {
-    // Few parties (three, five rows a block, 200 rows at least ROWS_PER_PARTY for each): a
-    // batch and its commit at the first block boundary past the size.
+fn transactions_of_many_parties_span_the_writers_batches_and_those_of_few_do_not() {
+    let four = storage::TRANSACTION_BATCHES;
+    assert_eq!(four, 4);
+    // Few parties (three, five rows a block, 200 rows at least ROWS_PER_PARTY for each of the
+    // batches a transaction may span): a batch and its commit at the first block boundary past
+    // the size.
     assert_eq!(
-        transaction_rows(&blocks(100), 200),
+        transaction_rows(&blocks(100), 200, four),
         [vec![200], vec![200], vec![100]]
     );
     // Two new parties a block, one row each: a commit would rewrite a party's newest page for
@@ -198,10 +215,15 @@ fn transactions_of_many_parties_span_batches_and_those_of_few_do_not() {
         })
         .collect();
     // The input's end commits the last two batches staged with an empty one.
-    let four = vec![200; GROWTH];
+    let full = |batches| vec![200; batches];
     assert_eq!(
-        transaction_rows(&thin, 200),
-        [four.clone(), four, vec![200, 200, 0]]
+        transaction_rows(&thin, 200, four),
+        [full(four), full(four), vec![200, 200, 0]]
+    );
+    // A writer whose transactions may span eight batches gets them.
+    assert_eq!(
+        transaction_rows(&thin, 200, 8),
+        [full(8), vec![200, 200, 0]]
     );
 }
 
