@@ -60,6 +60,7 @@ const KEYS: &[Key] = &[
     key("ingest", "format", "format"),
     key("ingest", "max_record_bytes", "max_record_bytes"),
     key("ingest", "remembered_mib", "remembered_mib"),
+    key("ingest", "max_batch_age_secs", "max_batch_age_secs"),
     key("ingest", "addr_file", "ingest_addr_file"),
     key("limits", "max_exports", "max_exports"),
     key("limits", "max_pages", "max_pages"),

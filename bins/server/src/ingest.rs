@@ -94,6 +94,16 @@ pub struct IngestTuning {
     /// with the number of parties up to it, for reads.
     #[arg(long, default_value_t = WriterOptions::default().remembered_bytes >> 20)]
     remembered_mib: usize,
+    /// While the input keeps coming (a bulk load, a catch-up), commit at least this often, so
+    /// that readers see new blocks this late at most; a live stream commits whenever it goes
+    /// quiet whatever this is. Longer lets PostgreSQL's transactions of many parties grow
+    /// (fewer, larger segments: a faster bulk load), and a crash re-ingests up to this much.
+    #[arg(
+        long,
+        default_value_t = IngestOptions::default().max_batch_age.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    max_batch_age_secs: u64,
 }
 
 impl IngestTuning {
@@ -154,6 +164,7 @@ pub fn run(
         stop: Some(stop),
         format: tuning.format.map(Format::from),
         max_record_bytes: tuning.max_record_bytes,
+        max_batch_age: Duration::from_secs(tuning.max_batch_age_secs),
         ..IngestOptions::default()
     };
     ingest::ingest(source, writer, &options, progress)

@@ -142,6 +142,26 @@ fn the_writer_memory_bound_changes_no_stored_line() {
     assert!(whole[1].len() > 10, "{} specs", whole[1].len());
     // Nothing kept: every party's and spec's run remembered by its shape alone.
     assert!(whole == stored("shaped.sqlite", &["--remembered-mib", "0"]));
+    // Transactions as long as the rows allow: other segments, the same lines.
+    assert!(whole == stored("long.sqlite", &["--max-batch-age-secs", "3600"]));
+}
+
+#[test]
+fn a_batch_age_of_zero_is_refused() {
+    let output = server()
+        .args([
+            "ingest",
+            "--max-batch-age-secs",
+            "0",
+            "--db",
+            "unused.sqlite",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("--max-batch-age-secs"), "{text}");
 }
 
 /// Runs `server ingest --db DB -` with `input` on standard input, which must succeed; returns
