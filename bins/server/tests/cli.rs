@@ -70,6 +70,24 @@ fn generate(dir: &Path, blocks: &str) -> std::path::PathBuf {
     path
 }
 
+/// A stream of `blocks` blocks among `parties` parties, in `dir`.
+fn generate_parties(dir: &Path, blocks: &str, parties: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("events-{blocks}-{parties}.ndjson"));
+    run_ok(
+        server()
+            .args([
+                "generate",
+                "--blocks",
+                blocks,
+                "--parties",
+                parties,
+                "--output",
+            ])
+            .arg(&path),
+    );
+    path
+}
+
 #[test]
 fn ingest_from_a_pipe_is_idempotent() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,19 +107,7 @@ fn the_writer_memory_bound_changes_no_stored_line() {
     let dir = tempfile::tempdir().unwrap();
     // Parties enough that the ingest stages batches (more than 64 rows a party would take
     // 50,000 rows): held segments, then runs merged across transactions.
-    let events = dir.path().join("events.ndjson");
-    run_ok(
-        server()
-            .args([
-                "generate",
-                "--blocks",
-                "20000",
-                "--parties",
-                "2000",
-                "--output",
-            ])
-            .arg(&events),
-    );
+    let events = generate_parties(dir.path(), "20000", "2000");
     // Every party's stored lines and every spec's, in key order. Not the segments themselves:
     // where they are cut depends on the transactions, which a slow build may commit by age
     // (the storage crates' tests compare the segments, with transactions they choose).
@@ -144,6 +150,27 @@ fn the_writer_memory_bound_changes_no_stored_line() {
     assert!(whole == stored("shaped.sqlite", &["--remembered-mib", "0"]));
     // Transactions as long as the rows allow: other segments, the same lines.
     assert!(whole == stored("long.sqlite", &["--max-batch-age-secs", "3600"]));
+}
+
+#[test]
+fn an_unusable_tmpdir_stops_the_ingest_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Parties enough that their held lines outgrow the writer's buffer and go to its file.
+    let events = generate_parties(dir.path(), "5000", "2000");
+    let missing = dir.path().join("missing");
+    let output = server()
+        .env("TMPDIR", &missing)
+        .args(["ingest", "--db"])
+        .arg(dir.path().join("db.sqlite"))
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        text.contains("(TMPDIR)") && text.contains(&*missing.to_string_lossy()),
+        "{text}"
+    );
 }
 
 #[test]

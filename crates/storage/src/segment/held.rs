@@ -165,7 +165,16 @@ impl<O: Copy + Eq + Hash + Ord> Held<O> {
     fn flush(&mut self) -> Result<(), Error> {
         let file = match &mut self.file {
             Some(file) => file,
-            file => file.insert(tempfile::tempfile().map_err(unavailable)?),
+            file => file.insert(tempfile::tempfile().map_err(|err| {
+                unavailable(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "cannot make the ingest's temporary file of held segments in {} \
+                         (TMPDIR): {err}",
+                        std::env::temp_dir().display()
+                    ),
+                ))
+            })?),
         };
         file.write_all_at(&self.buffer, self.written)
             .map_err(unavailable)?;
