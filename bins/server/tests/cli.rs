@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{run_ok, server};
+use common::{run_ok, run_refused, server};
 
 /// Running it in production: the configuration file, what is running, the metrics listener.
 #[path = "cli/production.rs"]
@@ -158,15 +158,13 @@ fn an_unusable_tmpdir_stops_the_ingest_naming_it() {
     // Parties enough that their held lines outgrow the writer's buffer and go to its file.
     let events = generate_parties(dir.path(), "5000", "2000");
     let missing = dir.path().join("missing");
-    let output = server()
-        .env("TMPDIR", &missing)
-        .args(["ingest", "--db"])
-        .arg(dir.path().join("db.sqlite"))
-        .arg(&events)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let text = String::from_utf8_lossy(&output.stderr);
+    let text = run_refused(
+        server()
+            .env("TMPDIR", &missing)
+            .args(["ingest", "--db"])
+            .arg(dir.path().join("db.sqlite"))
+            .arg(&events),
+    );
     assert!(
         text.contains("(TMPDIR)") && text.contains(&*missing.to_string_lossy()),
         "{text}"
@@ -175,19 +173,14 @@ fn an_unusable_tmpdir_stops_the_ingest_naming_it() {
 
 #[test]
 fn a_batch_age_of_zero_is_refused() {
-    let output = server()
-        .args([
-            "ingest",
-            "--max-batch-age-secs",
-            "0",
-            "--db",
-            "unused.sqlite",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let text = String::from_utf8_lossy(&output.stderr);
+    let text = run_refused(server().args([
+        "ingest",
+        "--max-batch-age-secs",
+        "0",
+        "--db",
+        "unused.sqlite",
+        "-",
+    ]));
     assert!(text.contains("--max-batch-age-secs"), "{text}");
 }
 

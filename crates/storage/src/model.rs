@@ -370,7 +370,8 @@ pub trait IngestWriter: Send {
 
 /// The default of [`IngestWriter::transaction_batches`]: four batches. Longer transactions
 /// measured slower on SQLite, whose write-ahead log cannot be checkpointed past an open
-/// transaction (docs/PERFORMANCE.md, "Longer transactions, as a probe").
+/// transaction (docs/PERFORMANCE.md, "What the 16× ingest pays for", its
+/// "Longer transactions, as a probe").
 pub const TRANSACTION_BATCHES: usize = 4;
 
 /// Real ids from the store, for ready-to-paste example URLs.

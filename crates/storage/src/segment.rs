@@ -139,6 +139,18 @@ pub struct Shape {
     pub stored: Vec<(LineKey, usize)>,
 }
 
+impl Shape {
+    /// The shape of `run`.
+    fn of(run: Run) -> Self {
+        Shape {
+            stored: run
+                .into_iter()
+                .map(|(key, segment)| (key, segment.csv.len()))
+                .collect(),
+        }
+    }
+}
+
 impl Remembered {
     /// The run's segments and their lines' bytes.
     pub fn size(&self) -> (usize, usize) {
@@ -211,12 +223,7 @@ impl<O: Copy + Eq + Hash> Tails<O> {
                     self.bytes += bytes;
                     Remembered::Whole(run)
                 } else {
-                    Remembered::Shape(Shape {
-                        stored: run
-                            .into_iter()
-                            .map(|(key, segment)| (key, segment.csv.len()))
-                            .collect(),
-                    })
+                    Remembered::Shape(Shape::of(run))
                 }
             }
             shape @ Remembered::Shape(_) => shape,
@@ -230,13 +237,26 @@ impl<O: Copy + Eq + Hash> Tails<O> {
         let (Some(tail), Some(key)) = (self.tails.remove(&owner), written.last_key()) else {
             return false;
         };
-        let run = match tail.run {
-            Remembered::Whole(mut run) => {
-                self.bytes -= footprint(&run);
+        // Copied only when the copy is kept: most owners of a stream of many parties are
+        // remembered by their shape, and their held segments would be copied for nothing.
+        let kept = match tail.run {
+            Remembered::Whole(run) => {
+                let bytes = footprint(&run);
+                self.bytes -= bytes;
+                if self.bytes + bytes + written.bytes() <= self.max_bytes {
+                    Ok(run)
+                } else {
+                    Err(Shape::of(run))
+                }
+            }
+            Remembered::Shape(shape) => Err(shape),
+        };
+        let run = match kept {
+            Ok(mut run) => {
                 run.push((key, written.clone()));
                 Remembered::Whole(run)
             }
-            Remembered::Shape(mut shape) => {
+            Err(mut shape) => {
                 shape.stored.push((key, written.csv.len()));
                 Remembered::Shape(shape)
             }

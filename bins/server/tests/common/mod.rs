@@ -30,6 +30,14 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
+/// Runs `command`, which must fail; returns its standard error.
+#[track_caller]
+pub fn run_refused(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert!(!output.status.success(), "{command:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// Runs `command`, which must succeed; returns its standard output.
 #[track_caller]
 fn stdout_of(command: &mut Command) -> String {
@@ -39,13 +47,7 @@ fn stdout_of(command: &mut Command) -> String {
 /// Runs `server ingest --db DB INPUT`, which must fail; returns its standard error.
 #[track_caller]
 fn ingest_refused(db: &str, input: &Path) -> String {
-    let output = server()
-        .args(["ingest", "--db", db])
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    String::from_utf8(output.stderr).unwrap()
+    run_refused(server().args(["ingest", "--db", db]).arg(input))
 }
 
 /// The `check` output's line that starts with `label`, without it.

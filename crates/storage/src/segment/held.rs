@@ -21,7 +21,7 @@ use std::hash::Hash;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use super::{Line, LineKey, Segment, index_entry};
+use super::{INDEX_ENTRY, Line, LineKey, Segment, index_entry};
 use crate::error::Bug;
 use crate::{Error, checksum};
 
@@ -51,8 +51,6 @@ struct Pieces {
     pieces: Vec<Piece>,
     /// Its lines' bytes.
     csv: usize,
-    /// Its lines.
-    lines: usize,
     /// Its last line's key.
     last: LineKey,
 }
@@ -112,7 +110,7 @@ impl<O: Copy + Eq + Hash + Ord> Held<O> {
     ) -> Result<(), Error> {
         let held = self.owners.get(&owner);
         let mut previous = held.map(|held| held.last);
-        let (mut csv, mut count) = (0, 0);
+        let (mut csv, mut last) = (0, None);
         for line in lines.clone() {
             if let Some(previous) = previous.filter(|previous| line.key <= *previous) {
                 return Err(Bug::OutOfOrder {
@@ -122,10 +120,10 @@ impl<O: Copy + Eq + Hash + Ord> Held<O> {
                 .into());
             }
             previous = Some(line.key);
+            last = previous;
             csv += line.csv.len();
-            count += 1;
         }
-        let Some(last) = previous.filter(|_| count > 0) else {
+        let Some(last) = last else {
             return Ok(());
         };
         let start = self.buffer.len();
@@ -148,12 +146,10 @@ impl<O: Copy + Eq + Hash + Ord> Held<O> {
         let held = self.owners.entry(owner).or_insert_with(|| Pieces {
             pieces: Vec::new(),
             csv: 0,
-            lines: 0,
             last,
         });
         held.pieces.push(piece);
         held.csv += csv;
-        held.lines += count;
         held.last = last;
         if self.buffer.len() >= self.buffer_bytes {
             self.flush()?;
@@ -189,7 +185,8 @@ impl<O: Copy + Eq + Hash + Ord> Held<O> {
             return Ok(None);
         };
         let mut segment = Segment::default();
-        segment.reserve_exact(held.csv, held.lines);
+        let keys: usize = held.pieces.iter().map(|piece| piece.keys as usize).sum();
+        segment.reserve_exact(held.csv, keys / INDEX_ENTRY);
         for piece in held.pieces {
             let len = piece.csv as usize + piece.keys as usize;
             let bytes = match piece.offset.checked_sub(self.written) {
