@@ -41,12 +41,12 @@ pub struct IngestOptions<'a> {
     /// Commit when the input has been quiet this long.
     pub idle_commit: Duration,
     /// Commit at least this often while the input keeps coming (a bulk load, a catch-up: a
-    /// live stream goes quiet between blocks and commits at [`Self::idle_commit`]). Default
-    /// 2 s: readers see a bulk load's blocks at most this late, and a crash re-ingests at most
-    /// this much. A transaction spread over many parties reaches four batches within it, but
-    /// not the 32 PostgreSQL's writer allows (about ten to fifteen on this project's machines):
-    /// a longer age buys a faster bulk load with staler readers (docs/PERFORMANCE.md, "Longer
-    /// transactions on PostgreSQL").
+    /// live stream goes quiet between blocks and commits at [`Self::idle_commit`] whatever
+    /// this is). Default 10 s: readers of a node catching up see its progress at most this
+    /// late, and a crash re-ingests at most this much. It lets a transaction spread over many
+    /// parties reach the 32 batches PostgreSQL's writer allows (5–6 s of a bulk load on this
+    /// project's machines; 2 s cut it at about eleven, for a slower bulk load:
+    /// docs/PERFORMANCE.md, "Catch-ups commit every 10 s").
     pub max_batch_age: Duration,
     /// A longer record (NDJSON line, buffer record's payload) is an error, refused before it is
     /// read: this bounds the reader's memory whatever the input.
@@ -75,7 +75,7 @@ impl Default for IngestOptions<'_> {
         Self {
             max_batch_rows: 50_000,
             idle_commit: Duration::from_millis(50),
-            max_batch_age: Duration::from_millis(2000),
+            max_batch_age: Duration::from_secs(10),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             format: None,
             stop: None,

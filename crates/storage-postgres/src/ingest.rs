@@ -405,7 +405,7 @@ impl IngestWriter for PgWriter {
     /// a row, its TOAST chunks and an index entry in a random leaf), so a bulk load of many
     /// parties runs in transactions of up to 32 batches (still ended by `max_batch_age`),
     /// which ingested the 16× stream 11–61 % faster than four did (docs/PERFORMANCE.md,
-    /// "Longer transactions on PostgreSQL").
+    /// "Longer transactions on PostgreSQL" and "Catch-ups commit every 10 s").
     fn transaction_batches(&self) -> usize {
         TRANSACTION_BATCHES
     }
