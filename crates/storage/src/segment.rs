@@ -415,19 +415,6 @@ impl Segment {
         self.keys.reserve_exact(lines * INDEX_ENTRY);
     }
 
-    /// Appends `lines` (ascending, after its own; see [`push`](Self::push)), growing its
-    /// buffers by exactly their bytes: one allocation, no spare capacity left behind.
-    pub fn append_exact<'a>(
-        &mut self,
-        mut lines: impl Iterator<Item = Line<'a>> + Clone,
-    ) -> Result<(), Error> {
-        let (bytes, count) = lines.clone().fold((0, 0), |(bytes, count), line| {
-            (bytes + line.csv.len(), count + 1)
-        });
-        self.reserve_exact(bytes, count);
-        lines.try_for_each(|line| self.push(line.key, line.asset, line.csv))
-    }
-
     /// The memory its buffers take: [`bytes`](Self::bytes) and their spare capacity.
     pub fn footprint(&self) -> usize {
         self.csv.capacity() + self.keys.capacity()

@@ -6,8 +6,8 @@
 //! [`SMALL_TAIL_BYTES`](super::SMALL_TAIL_BYTES) each: with thousands of parties, tens of
 //! megabytes that grow with the transaction's length. In the file they take a few dozen bytes of
 //! memory per owner (where its pieces are), so a backend whose commits cost the most per owner
-//! can run longer transactions in the same memory (docs/PERFORMANCE.md, "Held segments in a
-//! temporary file"). The file is written in pieces of [`BUFFER_BYTES`], read back one owner at a
+//! can run longer transactions in the same memory (docs/PERFORMANCE.md, "Longer transactions on
+//! PostgreSQL"). The file is written in pieces of [`BUFFER_BYTES`], read back one owner at a
 //! time when its segment is written or merged, and emptied when the transaction ends; its pages
 //! are the kernel's to keep or write out, in `TMPDIR` (`tempfile`'s choice).
 //!
