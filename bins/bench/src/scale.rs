@@ -4,8 +4,10 @@
 //! stored), on SQLite and, with `--db`, on PostgreSQL. Per scale and backend: ingest entries/s,
 //! database bytes per entry, peak RSS of the ingest and of the server, the whale's export
 //! rows/s and a fixed-size party's export time, pages p50 (first, at 90 % depth, latest value
-//! of a spec) and pages/s at 4 clients. Each database is removed once measured, so that only
-//! one scale's data is on disk at a time. With `--ingest-runs N` each scale is ingested N times
+//! of a spec) and pages/s at 4 clients. PostgreSQL's database is vacuumed and checkpointed
+//! before its reads are timed, and the time that took is shown: the reads are those of a
+//! settled database, not of one autovacuum is working through. Each database is removed once
+//! measured, so that only one scale's data is on disk at a time. With `--ingest-runs N` each scale is ingested N times
 //! on each backend, each into a fresh database: the ingest's figures are then the medians, with
 //! their range, and the reads are measured on the last run's database.
 
@@ -55,6 +57,8 @@ struct Point {
     ingest_entries_per_sec: Spread,
     ingest_peak_rss_kib: Option<Spread>,
     ingest_runs: Vec<IngestSample>,
+    /// PostgreSQL's `VACUUM (ANALYZE)` and checkpoint after the last ingest, before the reads.
+    vacuum_secs: Option<f64>,
     database_bytes: u64,
     bytes_per_entry: f64,
     serve_peak_rss_kib: Option<u64>,
@@ -140,15 +144,15 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
                 Some(pg) if backend == "postgres" => pg.size(&mut pg.admin()?)?,
                 _ => sqlite_size(&sqlite),
             };
-            // What the ingest left to write goes to disk before anything is timed: PostgreSQL's
-            // checkpoint of it (a spread one was still running when the pages were measured)
-            // and the kernel's writeback of either database. Otherwise the pages at 16× share
-            // the two cores with writing gigabytes, and those at 1× with writing megabytes.
-            if let Some(pg) = pg.as_ref().filter(|_| backend == "postgres") {
-                pg.admin()?
-                    .batch_execute("CHECKPOINT")
-                    .context("cannot checkpoint the bench database")?;
-            }
+            // What the ingest left to do is done before anything is timed: PostgreSQL's
+            // vacuum of the ingest's dead versions and its checkpoint (a spread one was still
+            // running when the pages were measured), and the kernel's writeback of either
+            // database. Otherwise the reads at 16× share the two cores with vacuuming and
+            // writing gigabytes, and those at 1× with megabytes.
+            let vacuum_secs = match pg.as_ref().filter(|_| backend == "postgres") {
+                Some(pg) => Some(pg.settle()?.as_secs_f64()),
+                None => None,
+            };
             sync()?;
             let server = ServerProcess::start_with(plan.server, db, plan.dir, &[])?;
             let served = runtime.block_on(measure(plan, &config, generated.oracle_data, &server));
@@ -176,6 +180,7 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
                     .collect::<Option<Vec<f64>>>()
                     .and_then(Spread::of),
                 ingest_runs: runs,
+                vacuum_secs,
                 database_bytes,
                 bytes_per_entry: database_bytes as f64 / entries.max(1) as f64,
                 serve_peak_rss_kib,
@@ -294,8 +299,8 @@ fn spread_cell(spread: &Spread, unit: f64) -> String {
 fn render(points: &[Point]) -> String {
     let mut out = String::from(
         "| scale | backend | entries | ingest entries/s | bytes/entry | ingest RSS MiB | serve RSS MiB \
-         | whale rows | whale rows/s | party 1 rows, ms | page p50 first / 90 % / latest ms | pages/s, 4 clients |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         | whale rows | whale rows/s | party 1 rows, ms | page p50 first / 90 % / latest ms | pages/s, 4 clients | vacuum s |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mib =
         |kib: Option<u64>| kib.map_or("?".to_owned(), |kib| format!("{:.0}", kib as f64 / 1024.0));
@@ -314,7 +319,7 @@ fn render(points: &[Point]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}× | {} | {} | {}{} | {:.0}{} | {}{} | {} | {} | {:.2} M{} | {}, {:.1}{} | {:.3}{} / {:.3}{} / {:.3}{} | {:.0}{} |",
+            "| {}× | {} | {} | {}{} | {:.0}{} | {}{} | {} | {} | {:.2} M{} | {}, {:.1}{} | {:.3}{} / {:.3}{} / {:.3}{} | {:.0}{} | {} |",
             point.scale,
             point.backend,
             point.ledger_entries,
@@ -344,6 +349,9 @@ fn render(points: &[Point]) -> String {
             ratio(point.latest_value_p50_ms, base.latest_value_p50_ms),
             point.pages_per_sec_4_clients,
             ratio(point.pages_per_sec_4_clients, base.pages_per_sec_4_clients),
+            point
+                .vacuum_secs
+                .map_or("–".to_owned(), |secs| format!("{secs:.1}")),
         );
     }
     out
@@ -385,6 +393,7 @@ mod tests {
             ingest_entries_per_sec: Spread::of(rates.iter().copied()).unwrap(),
             ingest_peak_rss_kib: Spread::of(peaks_kib.iter().map(|&kib| kib as f64)),
             ingest_runs: runs,
+            vacuum_secs: None,
             database_bytes: 1,
             bytes_per_entry: 1.0,
             serve_peak_rss_kib: Some(1024),
@@ -421,6 +430,21 @@ mod tests {
             ),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_vacuum_time_is_shown_where_there_was_one() {
+        let mut settled = point(1, &[200_000.0], &[150 * 1024]);
+        settled.backend = "postgres";
+        settled.vacuum_secs = Some(12.34);
+        let table = render(&[point(1, &[200_000.0], &[150 * 1024]), settled]);
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert!(
+            table.lines().next().unwrap().ends_with("| vacuum s |"),
+            "{table}"
+        );
+        assert!(rows[0].ends_with("| – |"), "{table}");
+        assert!(rows[1].ends_with("| 12.3 |"), "{table}");
     }
 
     #[test]
