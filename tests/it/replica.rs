@@ -385,7 +385,7 @@ fn a_paused_export_on_the_standby_outlives_the_primarys_vacuum() {
     let store = PgStore::open(
         &standby.url(db.name()),
         PgConfig {
-            export_chunk_segments: 1,
+            export_chunk_bytes: 1,
             ..PgConfig::default()
         },
     )

@@ -5,9 +5,17 @@
 //! as the slowest client takes, and on a hot standby it is cancelled once WAL replay has waited
 //! `max_standby_streaming_delay` (30 s by default) for it ("terminating connection due to
 //! conflict with recovery"): a 20 MB export read at 256 KiB/s was cut 31 s in. So each chunk of
-//! at most `PgConfig::export_chunk_segments` segments is read whole into memory (compressed, a
-//! few MiB) and its snapshot ended before any of it goes to the client: a snapshot lives for
-//! as long as the database takes to send one chunk, whatever the client's speed.
+//! at most `PgConfig::export_chunk_bytes` of stored segments (compressed, 2 MiB by default,
+//! give or take a segment) is read whole into memory and its snapshot ended before any of it
+//! goes to the client: a snapshot lives for as long as the database takes to send one chunk,
+//! whatever the client's speed.
+//!
+//! Why bytes, not segments: a chunk is a transaction and a few round trips. A party ingested
+//! from a live stream, a few blocks a commit, has its lines in segments just past the small tail
+//! (32 KiB), six times as many as bulk-loaded, and its export took 1.71× as long with chunks of
+//! 32 segments (docs/PERFORMANCE.md, "Reads timed on a settled database"). The chunk's query
+//! keeps the segments whose stored bytes before them are under the chunk's budget, read from
+//! the values' TOAST pointers without fetching them.
 //!
 //! Why the answer is still one snapshot's: stored lines never change (a segment may be
 //! rewritten, never a line), so the export is the party's lines from the first chunk's snapshot
@@ -25,10 +33,11 @@
 //!
 //! A chunk is one `COPY (SELECT …) TO STDOUT (FORMAT binary)`: no round trip per segment, and
 //! each segment arrives as it is stored, compressed (`packed.rs`), to be decompressed into
-//! buffers that the export reuses for every segment. The first chunk is small, so that the
-//! first byte leaves early; each next one is twice as large, up to the configured size. The
-//! chunks after the first are read on a thread of the export's own, one ahead of the one being
-//! sent, so that the database produces while the client reads, as a single streamed `COPY` did.
+//! buffers that the export reuses for every segment. The first chunk is small (an eighth of
+//! the configured bytes), so that the first byte leaves early; each next one is twice as large,
+//! up to the configured bytes. The chunks after the first are read on a thread of the export's
+//! own, one ahead of the one being sent, so that the database produces while the client reads,
+//! as a single streamed `COPY` did.
 
 use std::ops::ControlFlow;
 use std::sync::mpsc;
@@ -42,7 +51,7 @@ use postgres::{SimpleQueryMessage, Transaction};
 use super::packed::{self, unpack_into};
 use super::{PgConn, PgStore, Statements, map_err};
 use storage::backend::inclusive_bounds;
-use storage::segment::{self, KeyRange, LineKey, SegmentRef};
+use storage::segment::{self, KeyRange, LineKey, SMALL_TAIL_BYTES, SegmentRef};
 use storage::{Damage, Error, ExportSink, ExportSummary, LedgerStore};
 
 const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
@@ -60,8 +69,14 @@ const END_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx FROM led
 pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
      SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
 
-/// Segments in an export's first chunk: a small one, so that the first byte leaves early.
-const FIRST_CHUNK_SEGMENTS: usize = 4;
+/// The share of [`PgConfig::export_chunk_bytes`](super::PgConfig::export_chunk_bytes) an
+/// export's first chunk reads (four sealed segments' worth by default): a small one, so that the
+/// first byte leaves early.
+const FIRST_CHUNK_SHARE: usize = 8;
+
+/// The stored bytes of a segment just past the small tail, about: its lines compress about four
+/// times. A chunk reads at most its bytes' worth of such segments.
+const SMALL_PACKED_BYTES: usize = SMALL_TAIL_BYTES / 4;
 
 /// What an export reads: a party's lines within the vega-time window `[low, high]` (bounds
 /// inclusive, see `inclusive_bounds`), of one asset or of all, as dictionary ids.
@@ -80,8 +95,51 @@ pub(crate) struct Chunk {
     pub after: Option<LineKey>,
     /// Every segment with its index: something was committed since the cut was taken.
     pub all_keys: bool,
-    /// At most this many segments.
-    pub segments: usize,
+    /// The segments read while the stored bytes before them are fewer than this (so the first
+    /// always is), up to `limit` of them.
+    pub bytes: usize,
+    /// The most segments read. PostgreSQL reads this many of the party's rows (not their
+    /// values) whatever the bytes keep, so it is sized to what the bytes are expected to keep:
+    /// reading up to [`most_segments`] for every chunk of the bulk-loaded whale cost its export
+    /// 3.5–5.6 % (docs/PERFORMANCE.md).
+    pub limit: usize,
+}
+
+impl Chunk {
+    /// The chunk of `bytes` after `after` (without every index), expecting segments of the
+    /// size of those the chunk before read (`previous`: their stored bytes and their count),
+    /// if any.
+    pub(crate) fn sized(after: Option<LineKey>, bytes: usize, previous: (usize, usize)) -> Self {
+        let limit = match previous.0 / previous.1.max(1) {
+            0 => most_segments(bytes),
+            // Twice the segments of that size the bytes hold, and one for the one they reach.
+            average => most_segments(bytes).min(2 * bytes / average + 1),
+        };
+        Chunk {
+            after,
+            all_keys: false,
+            bytes,
+            limit,
+        }
+    }
+
+    /// Whether `fetched`, what it read, filled it: then the party may have segments after it.
+    /// Read to the party's end, a chunk is filled only when its stored bytes happen to reach
+    /// its own, and the next one reads nothing.
+    fn filled(&self, fetched: &[Fetched]) -> bool {
+        fetched.len() >= self.limit || stored(fetched) >= self.bytes
+    }
+}
+
+/// The most segments a chunk of `bytes` reads: as many segments just past the small tail as fill
+/// them, at least one.
+fn most_segments(bytes: usize) -> usize {
+    (bytes / SMALL_PACKED_BYTES).max(1)
+}
+
+/// The stored bytes of `fetched`'s segments' lines.
+fn stored(fetched: &[Fetched]) -> usize {
+    fetched.iter().map(|segment| segment.csv.len()).sum()
 }
 
 /// Where the export's answer ends, taken in the first chunk's snapshot.
@@ -105,10 +163,12 @@ struct Fetched {
 
 impl Scan {
     /// The query of one chunk: the party's segments after `chunk.after` holding a line within
-    /// the window, in the total order, as (line count, lines, index, last key). The index
-    /// comes only with a segment to cut: one reaching out of the window, any when only one
-    /// asset's lines are wanted, every one when `chunk.all_keys`. The values are integers
-    /// written into the text, since `COPY` takes no parameters.
+    /// the window, in the total order, while the stored bytes of those before are under the
+    /// chunk's, as (line count, lines, index, last key). The index comes only with a segment to
+    /// cut: one reaching out of the window, any when only one asset's lines are wanted, every
+    /// one when `chunk.all_keys`. The values are integers written into the text, since `COPY`
+    /// takes no parameters. `octet_length` of a stored value reads its TOAST pointer, not the
+    /// value, which only the segments kept fetch.
     pub(crate) fn sql(&self, chunk: &Chunk) -> String {
         let Scan {
             party,
@@ -128,12 +188,16 @@ impl Scan {
             ),
             None => String::new(),
         };
+        const ORDER: &str = "ORDER BY last_time, last_block, last_seq, last_idx";
         format!(
-            "SELECT lines, csv, {keys}, last_time, last_block, last_seq, last_idx \
+            "SELECT lines, csv, keys, last_time, last_block, last_seq, last_idx FROM \
+             (SELECT lines, csv, {keys} AS keys, last_time, last_block, last_seq, last_idx, \
+             octet_length(csv) AS stored, sum(octet_length(csv)) OVER ({ORDER}) AS upto \
              FROM ledger_segments \
              WHERE party = {party} AND last_time >= {low} AND first_time <= {high}{after} \
-             ORDER BY last_time, last_block, last_seq, last_idx LIMIT {}",
-            chunk.segments
+             {ORDER} LIMIT {}) chunk \
+             WHERE upto - stored < {} {ORDER}",
+            chunk.limit, chunk.bytes
         )
     }
 
@@ -211,11 +275,11 @@ impl LedgerStore for PgStore {
         filter: &ExportFilter,
         sink: &mut dyn ExportSink,
     ) -> Result<ExportSummary, Error> {
-        let most = self.export_chunk_segments.max(1);
-        let segments = FIRST_CHUNK_SEGMENTS.min(most);
+        let most = self.export_chunk_bytes.max(1);
+        let bytes = (most / FIRST_CHUNK_SHARE).max(1);
         // Nothing is sent while a chunk is read, so each one may be tried again on a fresh
         // connection.
-        let first = self.read(|conn| first_chunk(conn, filter, segments), || true)?;
+        let first = self.read(|conn| first_chunk(conn, filter, bytes), || true)?;
         // The first chunk's blobs checked before the answer starts: damage there (all of an
         // export of a few segments) is an error the server can still answer with a status.
         if let Some((scan, _, fetched)) = &first {
@@ -248,9 +312,7 @@ impl LedgerStore for PgStore {
             let (recycle, spares) = mpsc::channel();
             std::thread::Builder::new()
                 .name("pg-export-chunks".to_owned())
-                .spawn_scoped(scope, || {
-                    export.read_ahead(&fetched, segments, chunks, spares)
-                })
+                .spawn_scoped(scope, || export.read_ahead(&fetched, bytes, chunks, spares))
                 .map_err(|err| Error::Internal(Box::new(err)))?;
             // Returning drops the receiver: a reader waiting to hand over a chunk stops, and
             // the scope waits for it.
@@ -275,12 +337,12 @@ struct Export<'s> {
     store: &'s PgStore,
     scan: Scan,
     cut: Cut,
-    /// The most segments a chunk reads.
+    /// The most stored bytes a chunk reads, give or take a segment.
     most: usize,
 }
 
 impl Export<'_> {
-    /// Reads the chunks after `first` (of `segments` segments asked for) into `chunks`, each
+    /// Reads the chunks after `first` (of `bytes` stored bytes asked for) into `chunks`, each
     /// twice as large as the one before up to the most, until one comes back short, one ends
     /// past the cut, a read fails (sent on), or the sender stops listening. Each is read into
     /// the buffers of a chunk already sent, from `spares`, when one has come back: the export
@@ -291,28 +353,28 @@ impl Export<'_> {
     fn read_ahead(
         &self,
         first: &[Fetched],
-        mut segments: usize,
+        mut bytes: usize,
         chunks: mpsc::SyncSender<Result<Vec<Fetched>, Error>>,
         spares: mpsc::Receiver<Vec<Fetched>>,
     ) {
         let mut after = match first.last() {
-            Some(last) if first.len() == segments => last.last,
+            Some(last) if Chunk::sized(None, bytes, (0, 0)).filled(first) => last.last,
             _ => return,
         };
+        let mut previous = (stored(first), first.len());
         while after < self.cut.end {
-            segments = (segments * 2).min(self.most);
-            let chunk = Chunk {
-                after: Some(after),
-                all_keys: false,
-                segments,
-            };
+            bytes = (bytes * 2).min(self.most);
+            let chunk = Chunk::sized(Some(after), bytes, previous);
             let mut spare = spares.try_recv().unwrap_or_default();
             let fetched = self.store.read(
                 |conn| next_chunk(conn, &self.scan, &self.cut, chunk, &mut spare),
                 || true,
             );
             let next = match &fetched {
-                Ok(fetched) if fetched.len() == segments => fetched.last().map(|last| last.last),
+                Ok(fetched) if chunk.filled(fetched) => {
+                    previous = (stored(fetched), fetched.len());
+                    fetched.last().map(|last| last.last)
+                }
                 _ => None,
             };
             if chunks.send(fetched).is_err() {
@@ -373,7 +435,7 @@ impl Export<'_> {
 fn first_chunk(
     conn: &mut PgConn,
     filter: &ExportFilter,
-    segments: usize,
+    bytes: usize,
 ) -> Result<Option<(Scan, Cut, Vec<Fetched>)>, Error> {
     let (mut tx, mut statements) = conn.snapshot()?;
     let Some((low, high)) = inclusive_bounds(&filter.range) else {
@@ -398,11 +460,7 @@ fn first_chunk(
         return Ok(None);
     }
     let snapshot = planned_snapshot(&mut tx)?;
-    let chunk = Chunk {
-        after: None,
-        all_keys: false,
-        segments,
-    };
+    let chunk = Chunk::sized(None, bytes, (0, 0));
     let fetched = fetch(&mut tx, &scan, &chunk, &mut Vec::new())?;
     // Read-only: ending it either way releases the snapshot; commit is the cheap one.
     tx.commit().map_err(map_err)?;
@@ -466,7 +524,7 @@ fn fetch(
         Type::INT8,
     ];
     let mut rows = BinaryCopyOutIter::new(reader, &types);
-    let mut fetched = Vec::with_capacity(chunk.segments);
+    let mut fetched = Vec::new();
     while let Some(row) = rows.next().map_err(map_err)? {
         let key = |i| row.try_get::<i64>(i).map_err(map_err);
         let Fetched { mut csv, keys, .. } = spare.pop().unwrap_or_default();
@@ -518,4 +576,73 @@ fn ids(
         None => None,
     };
     Ok(Some((party, asset)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testdb::TestDatabase;
+
+    /// Ten segments of party 7 of 20,000 stored bytes each, and ten of party 8 of 1,000, each
+    /// party's at keys (n, n, 0, 0) for n from 1 to 10 (the query never unpacks them).
+    fn segments(test: &str) -> Option<TestDatabase> {
+        let db = TestDatabase::create(test)?;
+        PgStore::writer(db.url()).unwrap();
+        db.client()
+            .batch_execute(
+                "INSERT INTO ledger_segments \
+                 (party, last_time, last_block, last_seq, last_idx, first_time, lines, csv, keys) \
+                 SELECT p, n, n, 0, 0, n, 1, decode(repeat('00', size), 'hex'), '' \
+                 FROM (VALUES (7, 20000), (8, 1000)) parties (p, size), generate_series(1, 10) n",
+            )
+            .unwrap();
+        Some(db)
+    }
+
+    /// The last keys' times of the segments of `party` that `chunk` reads, and whether it was
+    /// filled.
+    fn read(db: &TestDatabase, party: i32, chunk: &Chunk) -> (Vec<i64>, bool) {
+        let mut client = db.client();
+        let mut tx = client.transaction().unwrap();
+        let scan = Scan {
+            party,
+            asset: None,
+            low: 0,
+            high: i64::MAX,
+        };
+        let fetched = fetch(&mut tx, &scan, chunk, &mut Vec::new()).unwrap();
+        let times = fetched.iter().map(|segment| segment.last.0).collect();
+        (times, chunk.filled(&fetched))
+    }
+
+    #[test]
+    fn a_chunk_reads_segments_while_the_stored_bytes_before_them_are_under_its_own() {
+        let Some(db) = segments("a_chunk_reads_by_stored_bytes") else {
+            return;
+        };
+        let first = |bytes| Chunk::sized(None, bytes, (0, 0));
+        let after = |bytes| Chunk::sized(Some((5, 5, 0, 0)), bytes, (0, 0));
+        // Before the fourth: 60,000 bytes, not under 60,000; under 60,001.
+        assert_eq!(read(&db, 7, &first(60_000)), (vec![1, 2, 3], true));
+        assert_eq!(read(&db, 7, &first(60_001)), (vec![1, 2, 3, 4], true));
+        // The first always, however small the chunk.
+        assert_eq!(read(&db, 7, &first(1)), (vec![1], true));
+        // After a key, from the next segment on.
+        assert_eq!(read(&db, 7, &after(60_000)), (vec![6, 7, 8], true));
+        // To the party's end, short of both bounds: not filled, the export ends there.
+        let rest = (vec![6, 7, 8, 9, 10], false);
+        assert_eq!(read(&db, 7, &after(200_000)), rest);
+        // Small segments: at most as many as fill the chunk at a small one's stored size.
+        let bytes = 2 * SMALL_PACKED_BYTES;
+        assert_eq!(read(&db, 8, &first(bytes)), (vec![1, 2], true));
+        assert_eq!(
+            read(&db, 8, &first(20 * bytes)),
+            ((1..=10).collect(), false)
+        );
+        // After a chunk of 20,000-byte segments, twice those the bytes hold and one: 7, not the
+        // 14 that segments just past the small tail would fill.
+        let sized = Chunk::sized(None, 60_000, (40_000, 2));
+        assert_eq!(sized.limit, 7);
+        assert_eq!(read(&db, 8, &sized), ((1..=7).collect(), true));
+    }
 }

@@ -68,22 +68,28 @@ pub struct PgConfig {
     /// How long a read waits for a pooled connection, and a new connection for the database,
     /// before it fails as [`Error::Unavailable`].
     pub wait: Duration,
-    /// The most segments (about 256 KiB of lines each) an export reads in one snapshot: it
-    /// holds them in memory, compressed, and its snapshot lasts as long as the database takes
-    /// to send them, whatever the client's speed (see `export.rs`).
-    pub export_chunk_segments: usize,
+    /// The most bytes of stored (compressed) segments an export reads in one snapshot, give or
+    /// take one segment: it holds them in memory, and its snapshot lasts as long as the
+    /// database takes to send them, whatever the client's speed (see `export.rs`). The default,
+    /// [`EXPORT_CHUNK_BYTES`], is about 32 sealed segments' worth; a chunk of smaller segments
+    /// (those of a live stream) holds more of them.
+    pub export_chunk_bytes: usize,
     /// The hash partitions of each table of segments that [`Backend::migrate`] makes, where
     /// migration 8 partitions them (see [`PgStore::migrate_with`]); `None` makes
     /// [`DEFAULT_PARTITIONS`] and accepts any count a database has already.
     pub partitions: Option<u32>,
 }
 
+/// The default of [`PgConfig::export_chunk_bytes`]: 2 MiB, about 32 sealed segments (256 KiB
+/// of lines each, a quarter of that stored).
+pub const EXPORT_CHUNK_BYTES: usize = 2 << 20;
+
 impl Default for PgConfig {
     fn default() -> Self {
         Self {
             max_connections: 16,
             wait: Duration::from_secs(5),
-            export_chunk_segments: 32,
+            export_chunk_bytes: EXPORT_CHUNK_BYTES,
             partitions: None,
         }
     }
@@ -99,8 +105,8 @@ pub struct PgStore {
     /// announcements and polls; declared after the pool only for reading order: it holds a
     /// clone of the pool and stops (joining its thread) when dropped.
     tip: tip::TipWatch,
-    /// See [`PgConfig::export_chunk_segments`].
-    export_chunk_segments: usize,
+    /// See [`PgConfig::export_chunk_bytes`].
+    export_chunk_bytes: usize,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -144,7 +150,7 @@ impl PgStore {
         Ok(Self {
             pool,
             tip,
-            export_chunk_segments: config.export_chunk_segments,
+            export_chunk_bytes: config.export_chunk_bytes,
         })
     }
 

@@ -88,6 +88,25 @@ fn export_plan(client: &mut postgres::Client, sql: &str) -> String {
         .join("\n")
 }
 
+/// The plan of an export's chunk around `scan`, the plan of its rows (one node and its
+/// details, a line each): the stored bytes before each row summed along the scan's order
+/// (no sort), up to the chunk's count of segments, then kept while under its bytes.
+fn chunk_plan(scan: &str) -> String {
+    let mut lines = scan.lines();
+    let node = lines.next().unwrap();
+    let details: String = lines
+        .map(|line| format!("\n                    {line}"))
+        .collect();
+    format!(
+        "Subquery Scan on chunk\n  \
+         Filter: ((chunk.upto - chunk.stored) < {})\n  \
+         ->  Limit\n        \
+         ->  WindowAgg\n              \
+         ->  {node}{details}",
+        crate::EXPORT_CHUNK_BYTES
+    )
+}
+
 /// The partition of `table` that holds the rows of `owner`.
 fn partition(client: &mut postgres::Client, table: &Table, owner: i32) -> String {
     let storage::segment::Table {
@@ -149,11 +168,7 @@ fn scans_are_primary_key_range_scans() {
             low,
             high,
         }
-        .sql(&Chunk {
-            after,
-            all_keys: false,
-            segments: 32,
-        })
+        .sql(&Chunk::sized(after, crate::EXPORT_CHUNK_BYTES, (0, 0)))
     };
     // An export: one ordered range scan of the party's segments from the window's start, in
     // its partition alone (pruned as the statement is planned: it names the party); the
@@ -162,33 +177,30 @@ fn scans_are_primary_key_range_scans() {
     let whole = export_plan(&mut client, &scan(None, 0, i64::MAX, None));
     assert_eq!(
         whole,
-        format!(
-            "Limit\n  \
-             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
-             Index Cond: ((party = 1000) AND (last_time >= 0))\n        \
+        chunk_plan(&format!(
+            "Index Scan using {part}_pkey on {part} ledger_segments\n\
+             Index Cond: ((party = 1000) AND (last_time >= 0))\n\
              Filter: (first_time <= '9223372036854775807'::bigint)"
-        )
+        ))
     );
     let one = export_plan(&mut client, &scan(Some(2), 5, 100, None));
     assert_eq!(
         one,
-        format!(
-            "Limit\n  \
-             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
-             Index Cond: ((party = 1000) AND (last_time >= 5))\n        \
+        chunk_plan(&format!(
+            "Index Scan using {part}_pkey on {part} ledger_segments\n\
+             Index Cond: ((party = 1000) AND (last_time >= 5))\n\
              Filter: (first_time <= 100)"
-        )
+        ))
     );
     // A later chunk goes on from the last segment read, along the same index.
     let next = export_plan(&mut client, &scan(None, 0, 100, Some((7, 8, 9, 10))));
     assert_eq!(
         next,
-        format!(
-            "Limit\n  \
-             ->  Index Scan using {part}_pkey on {part} ledger_segments\n        \
-             Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n        \
+        chunk_plan(&format!(
+            "Index Scan using {part}_pkey on {part} ledger_segments\n\
+             Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n\
              Filter: (first_time <= 100)"
-        )
+        ))
     );
     // An ingest's reads and deletes, for a batch of two owners in two partitions: a range scan
     // or a seek per owner in its partition alone (pruned at run time, per owner), never a

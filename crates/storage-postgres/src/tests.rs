@@ -23,9 +23,10 @@ fn run(test: &str, body: impl FnOnce(&PgStore, &mut dyn IngestWriter)) {
         return;
     };
     let mut writer = PgStore::writer(db.url()).unwrap();
-    // Chunks of two segments: every export of more reads several snapshots.
+    // Chunks of one segment (its bytes pass the chunk's): every export of more reads several
+    // snapshots.
     let config = PgConfig {
-        export_chunk_segments: 2,
+        export_chunk_bytes: 1,
         ..PgConfig::default()
     };
     let store = PgStore::open(db.url(), config).unwrap();
