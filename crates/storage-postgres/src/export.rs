@@ -276,10 +276,10 @@ impl LedgerStore for PgStore {
         sink: &mut dyn ExportSink,
     ) -> Result<ExportSummary, Error> {
         let most = self.export_chunk_bytes.max(1);
-        let bytes = (most / FIRST_CHUNK_SHARE).max(1);
+        let opening = Chunk::sized(None, (most / FIRST_CHUNK_SHARE).max(1), (0, 0));
         // Nothing is sent while a chunk is read, so each one may be tried again on a fresh
         // connection.
-        let first = self.read(|conn| first_chunk(conn, filter, bytes), || true)?;
+        let first = self.read(|conn| first_chunk(conn, filter, &opening), || true)?;
         // The first chunk's blobs checked before the answer starts: damage there (all of an
         // export of a few segments) is an error the server can still answer with a status.
         if let Some((scan, _, fetched)) = &first {
@@ -312,7 +312,9 @@ impl LedgerStore for PgStore {
             let (recycle, spares) = mpsc::channel();
             std::thread::Builder::new()
                 .name("pg-export-chunks".to_owned())
-                .spawn_scoped(scope, || export.read_ahead(&fetched, bytes, chunks, spares))
+                .spawn_scoped(scope, || {
+                    export.read_ahead(&opening, &fetched, chunks, spares)
+                })
                 .map_err(|err| Error::Internal(Box::new(err)))?;
             // Returning drops the receiver: a reader waiting to hand over a chunk stops, and
             // the scope waits for it.
@@ -342,9 +344,9 @@ struct Export<'s> {
 }
 
 impl Export<'_> {
-    /// Reads the chunks after `first` (of `bytes` stored bytes asked for) into `chunks`, each
-    /// twice as large as the one before up to the most, until one comes back short, one ends
-    /// past the cut, a read fails (sent on), or the sender stops listening. Each is read into
+    /// Reads the chunks after `first` (what `opening` read) into `chunks`, each twice as large
+    /// as the one before up to the most, until one is not filled, one ends past the cut, a
+    /// read fails (sent on), or the sender stops listening. Each is read into
     /// the buffers of a chunk already sent, from `spares`, when one has come back: the export
     /// then holds the same three chunks' worth of buffers from start to end, and the
     /// allocator, which keeps freed memory a while before it returns it, sees no churn (a
@@ -352,15 +354,16 @@ impl Export<'_> {
     /// time, docs/PERFORMANCE.md).
     fn read_ahead(
         &self,
+        opening: &Chunk,
         first: &[Fetched],
-        mut bytes: usize,
         chunks: mpsc::SyncSender<Result<Vec<Fetched>, Error>>,
         spares: mpsc::Receiver<Vec<Fetched>>,
     ) {
         let mut after = match first.last() {
-            Some(last) if Chunk::sized(None, bytes, (0, 0)).filled(first) => last.last,
+            Some(last) if opening.filled(first) => last.last,
             _ => return,
         };
+        let mut bytes = opening.bytes;
         let mut previous = (stored(first), first.len());
         while after < self.cut.end {
             bytes = (bytes * 2).min(self.most);
@@ -435,7 +438,7 @@ impl Export<'_> {
 fn first_chunk(
     conn: &mut PgConn,
     filter: &ExportFilter,
-    bytes: usize,
+    chunk: &Chunk,
 ) -> Result<Option<(Scan, Cut, Vec<Fetched>)>, Error> {
     let (mut tx, mut statements) = conn.snapshot()?;
     let Some((low, high)) = inclusive_bounds(&filter.range) else {
@@ -460,8 +463,7 @@ fn first_chunk(
         return Ok(None);
     }
     let snapshot = planned_snapshot(&mut tx)?;
-    let chunk = Chunk::sized(None, bytes, (0, 0));
-    let fetched = fetch(&mut tx, &scan, &chunk, &mut Vec::new())?;
+    let fetched = fetch(&mut tx, &scan, chunk, &mut Vec::new())?;
     // Read-only: ending it either way releases the snapshot; commit is the cheap one.
     tx.commit().map_err(map_err)?;
     Ok(Some((scan, Cut { end, snapshot }, fetched)))
