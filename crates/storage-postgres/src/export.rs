@@ -1,52 +1,55 @@
-//! The ledger export: the party's segments in key order, read in chunks, each chunk in a short
-//! read-only snapshot of its own, all bounded by one cut taken when the export starts.
+//! The ledger export: the party's segments in key order, read in chunks, each chunk one
+//! statement in a snapshot of its own, all bounded by one cut taken when the export starts.
 //!
 //! Why chunks: a snapshot held for a whole export holds back vacuum on the primary for as long
 //! as the slowest client takes, and on a hot standby it is cancelled once WAL replay has waited
 //! `max_standby_streaming_delay` (30 s by default) for it ("terminating connection due to
 //! conflict with recovery"): a 20 MB export read at 256 KiB/s was cut 31 s in. So each chunk of
 //! at most `PgConfig::export_chunk_bytes` of stored segments (compressed, 2 MiB by default,
-//! give or take a segment) is read whole into memory and its snapshot ended before any of it
+//! give or take a segment) is read whole into memory, its statement ended, before any of it
 //! goes to the client: a snapshot lives for as long as the database takes to send one chunk,
 //! whatever the client's speed.
 //!
-//! Why bytes, not segments: a chunk is a transaction and a few round trips. A party ingested
-//! from a live stream, a few blocks a commit, has its lines in segments just past the small tail
+//! Why bytes, not segments: a chunk costs a round trip and a statement. A party ingested from a
+//! live stream, a few blocks a commit, has its lines in segments just past the small tail
 //! (32 KiB), six times as many as bulk-loaded, and its export took 1.71× as long with chunks of
 //! 32 segments (docs/PERFORMANCE.md, "Reads timed on a settled database"). The chunk's query
 //! keeps the segments whose stored bytes before them are under the chunk's budget, read from
 //! the values' TOAST pointers without fetching them.
 //!
 //! Why the answer is still one snapshot's: stored lines never change (a segment may be
-//! rewritten, never a line), so the export is the party's lines from the first chunk's snapshot
-//! up to the party's last line then (`Cut::end`). Each later chunk starts after the last key
-//! already sent, and compares its snapshot with the first one (`pg_current_snapshot()`): when
-//! they are the same, nothing was committed in between and its segments go out as before;
-//! when not, every segment comes with its index and is cut line by line to the keys after the
-//! last sent and up to `Cut::end`, so lines committed since (appended after the party's last
-//! line, as a stream's next blocks are) stay out and rewritten segments are not sent twice.
+//! rewritten, never a line), so the export is the party's lines up to its last line when the
+//! cut was taken (`Cut::end`, [`CUT_SQL`], which also answers that statement's snapshot). Each
+//! chunk, the first included, starts after the last key already sent, and compares its own
+//! snapshot with the cut's (`pg_current_snapshot()`, in its query): when they are the same,
+//! nothing was committed in between and its segments go out as stored; when not, every segment
+//! comes with its index and is cut line by line to the keys after the last sent and up to
+//! `Cut::end`, so lines committed since (appended after the party's last line, as a stream's
+//! next blocks are) stay out and rewritten segments are not sent twice.
 //!
 //! A segment wholly inside the time window, with no asset asked for and nothing committed since
-//! the first chunk, goes to the sink as it is stored, in one call, without its index; only the
-//! segments at the window's edges, and every segment of a one-asset export, come with their
-//! index and are cut line by line (`SegmentRef::emit`).
+//! the cut, goes to the sink as it is stored, in one call, without its index; only the segments
+//! at the window's edges, and every segment of a one-asset export, come with their index and
+//! are cut line by line (`SegmentRef::emit`).
 //!
-//! A chunk is one `COPY (SELECT …) TO STDOUT (FORMAT binary)`: no round trip per segment, and
-//! each segment arrives as it is stored, compressed (`packed.rs`), to be decompressed into
-//! buffers that the export reuses for every segment. The first chunk is small (an eighth of
-//! the configured bytes), so that the first byte leaves early; each next one is twice as large,
-//! up to the configured bytes. The chunks after the first are read on a thread of the export's
-//! own, one ahead of the one being sent, so that the database produces while the client reads,
-//! as a single streamed `COPY` did.
+//! A chunk is one execution of a statement prepared once per connection and partition
+//! ([`chunk_sql`]), in autocommit: one round trip, no statement to plan (it runs its generic
+//! plan, as every reader's statement does), no transaction to open and close. Each segment
+//! arrives in binary as it is stored, compressed (`packed.rs`), to be decompressed into buffers
+//! that the export reuses for every segment. It reads the party's partition by name, found with
+//! the cut (see `oracle::partition` for why). So an export of a few segments is two round trips.
+//! The first chunk is small (an eighth of the configured bytes), so that the first byte leaves
+//! early; each next one is twice as large, up to the configured bytes. The chunks after the first
+//! are read on a thread of the export's own, one ahead of the one being sent, so that the
+//! database produces while the client reads, as a single streamed query would.
 
 use std::ops::ControlFlow;
 use std::sync::mpsc;
 
 use ledger_core::ExportFilter;
-use postgres::binary_copy::BinaryCopyOutIter;
+use postgres::GenericClient;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::Type;
-use postgres::{SimpleQueryMessage, Transaction};
+use postgres::types::ToSql;
 
 use super::packed::{self, unpack_into};
 use super::{PgConn, PgStore, Statements, map_err};
@@ -54,20 +57,18 @@ use storage::backend::inclusive_bounds;
 use storage::segment::{self, KeyRange, LineKey, SMALL_TAIL_BYTES, SegmentRef};
 use storage::{Damage, Error, ExportSink, ExportSummary, LedgerStore};
 
-const PARTY_SQL: &str = "SELECT id FROM parties WHERE hex = $1";
-const ASSET_SQL: &str = "SELECT id FROM assets WHERE hex = $1";
-
-/// The key of the party's last stored line: the end of an export's cut.
-const END_SQL: &str = "SELECT last_time, last_block, last_seq, last_idx FROM ledger_segments \
-     WHERE party = $1 \
-     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1";
-
-/// Planner settings for the export's transaction. `COPY` takes no parameters, so the planner
-/// sees the values and, misjudging a large party as a small one, may pick a bitmap scan and
-/// sort its result: every segment read before the first is sent. Off, the scan is the ordered
-/// primary key range scan (`query_plans.rs` pins it). `SET LOCAL` ends with the transaction.
-pub(crate) const EXPORT_PLANNER: &str = "SET LOCAL enable_sort = off; \
-     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
+/// Where an export starts, in one statement and its snapshot, for the party's hex (`$1`) and
+/// the asset's (`$2`, null for all): the party's dictionary id, the asset's (null when it is
+/// unknown or none is asked for), the key of the party's last stored line (the end of the
+/// export's cut; null when it has none), the partition that holds its segments, which the
+/// chunks read by name, and the statement's snapshot.
+const CUT_SQL: &str = "SELECT p.id, (SELECT a.id FROM assets a WHERE a.hex = $2), \
+     s.last_time, s.last_block, s.last_seq, s.last_idx, s.tableoid::regclass::text, \
+     pg_current_snapshot()::text \
+     FROM parties p LEFT JOIN LATERAL (SELECT tableoid, last_time, last_block, last_seq, last_idx \
+     FROM ledger_segments WHERE party = p.id \
+     ORDER BY last_time DESC, last_block DESC, last_seq DESC, last_idx DESC LIMIT 1) s ON true \
+     WHERE p.hex = $1";
 
 /// The share of [`PgConfig::export_chunk_bytes`](super::PgConfig::export_chunk_bytes) an
 /// export's first chunk reads (four sealed segments' worth by default): a small one, so that the
@@ -93,8 +94,6 @@ pub(crate) struct Scan {
 pub(crate) struct Chunk {
     /// Only the segments ending after this key (the last one already read).
     pub after: Option<LineKey>,
-    /// Every segment with its index: something was committed since the cut was taken.
-    pub all_keys: bool,
     /// The segments read while the stored bytes before them are fewer than this (so the first
     /// always is), up to `limit` of them.
     pub bytes: usize,
@@ -106,7 +105,7 @@ pub(crate) struct Chunk {
 }
 
 impl Chunk {
-    /// The chunk of `bytes` after `after` (without every index), expecting segments of the
+    /// The chunk of `bytes` after `after`, expecting segments of the
     /// size of those the chunk before read (`previous`: their stored bytes and their count),
     /// if any.
     pub(crate) fn sized(after: Option<LineKey>, bytes: usize, previous: (usize, usize)) -> Self {
@@ -117,7 +116,6 @@ impl Chunk {
         };
         Chunk {
             after,
-            all_keys: false,
             bytes,
             limit,
         }
@@ -142,11 +140,14 @@ fn stored(fetched: &[Fetched]) -> usize {
     fetched.iter().map(|segment| segment.csv.len()).sum()
 }
 
-/// Where the export's answer ends, taken in the first chunk's snapshot.
+/// Where the export's answer ends: the cut, taken by [`CUT_SQL`] when the export starts.
 struct Cut {
     /// The key of the party's last line then.
     end: LineKey,
-    /// That snapshot (`pg_current_snapshot()`), to tell whether a later chunk sees the same.
+    /// The statement of the export's chunks, on the party's partition ([`chunk_sql`]).
+    sql: String,
+    /// The snapshot of the cut's statement (`pg_current_snapshot()`), to tell whether a chunk
+    /// sees the same data.
     snapshot: String,
 }
 
@@ -161,44 +162,79 @@ struct Fetched {
     last: LineKey,
 }
 
+/// The statement of a chunk on `partition`, the party's partition of `ledger_segments`: the
+/// party's segments after a key holding a line within the window, in the total order, while the
+/// stored bytes of those before are under the chunk's, as (line count, lines, index, last key).
+/// The index comes only with a segment to cut: one reaching out of the window, any when only one
+/// asset's lines are wanted, every one when the statement's snapshot is not the cut's (`$11`):
+/// something was committed since. `octet_length` of a stored value reads its TOAST pointer, not
+/// the value, which only the segments kept fetch. Its parameters are [`Scan::params`].
+pub(crate) fn chunk_sql(partition: &str) -> String {
+    const ORDER: &str = "ORDER BY last_time, last_block, last_seq, last_idx";
+    format!(
+        "SELECT lines, csv, keys, last_time, last_block, last_seq, last_idx FROM \
+         (SELECT lines, csv, CASE WHEN $8 OR first_time < $2 OR last_time > $3 \
+         OR pg_current_snapshot()::text <> $11 THEN keys END AS keys, \
+         last_time, last_block, last_seq, last_idx, octet_length(csv) AS stored, \
+         sum(octet_length(csv)) OVER ({ORDER}) AS upto \
+         FROM {partition} \
+         WHERE party = $1 AND last_time >= $2 AND first_time <= $3 \
+         AND (last_time, last_block, last_seq, last_idx) > ($4, $5, $6, $7) \
+         {ORDER} LIMIT $9) chunk \
+         WHERE upto - stored < $10 {ORDER}"
+    )
+}
+
+/// The values of [`chunk_sql`]'s parameters for one chunk of a scan.
+pub(crate) struct ChunkParams<'c> {
+    party: i32,
+    low: i64,
+    high: i64,
+    after: LineKey,
+    one_asset: bool,
+    limit: i64,
+    bytes: i64,
+    snapshot: &'c str,
+}
+
+impl ChunkParams<'_> {
+    /// As the statement takes them, `$1` to `$11`.
+    pub(crate) fn values(&self) -> [&(dyn ToSql + Sync); 11] {
+        let (time, block, seq, idx) = &self.after;
+        [
+            &self.party,
+            &self.low,
+            &self.high,
+            time,
+            block,
+            seq,
+            idx,
+            &self.one_asset,
+            &self.limit,
+            &self.bytes,
+            &self.snapshot,
+        ]
+    }
+}
+
 impl Scan {
-    /// The query of one chunk: the party's segments after `chunk.after` holding a line within
-    /// the window, in the total order, while the stored bytes of those before are under the
-    /// chunk's, as (line count, lines, index, last key). The index comes only with a segment to
-    /// cut: one reaching out of the window, any when only one asset's lines are wanted, every
-    /// one when `chunk.all_keys`. The values are integers written into the text, since `COPY`
-    /// takes no parameters. `octet_length` of a stored value reads its TOAST pointer, not the
-    /// value, which only the segments kept fetch.
-    pub(crate) fn sql(&self, chunk: &Chunk) -> String {
-        let Scan {
-            party,
-            asset,
-            low,
-            high,
-        } = *self;
-        let keys = match (asset, chunk.all_keys) {
-            (Some(_), _) | (_, true) => "keys".to_owned(),
-            (None, false) => {
-                format!("CASE WHEN first_time < {low} OR last_time > {high} THEN keys END")
-            }
-        };
-        let after = match chunk.after {
-            Some((time, block, seq, idx)) => format!(
-                " AND (last_time, last_block, last_seq, last_idx) > ({time}, {block}, {seq}, {idx})"
-            ),
-            None => String::new(),
-        };
-        const ORDER: &str = "ORDER BY last_time, last_block, last_seq, last_idx";
-        format!(
-            "SELECT lines, csv, keys, last_time, last_block, last_seq, last_idx FROM \
-             (SELECT lines, csv, {keys} AS keys, last_time, last_block, last_seq, last_idx, \
-             octet_length(csv) AS stored, sum(octet_length(csv)) OVER ({ORDER}) AS upto \
-             FROM ledger_segments \
-             WHERE party = {party} AND last_time >= {low} AND first_time <= {high}{after} \
-             {ORDER} LIMIT {}) chunk \
-             WHERE upto - stored < {} {ORDER}",
-            chunk.limit, chunk.bytes
-        )
+    /// The parameters of `chunk` of this scan, whose cut was taken in `snapshot`. A first chunk
+    /// reads after the least key, which no stored line has (its block height would be
+    /// negative).
+    pub(crate) fn params<'c>(&self, chunk: &Chunk, snapshot: &'c str) -> ChunkParams<'c> {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        ChunkParams {
+            party: self.party,
+            low: self.low,
+            high: self.high,
+            after: chunk
+                .after
+                .unwrap_or((i64::MIN, i64::MIN, i64::MIN, i64::MIN)),
+            one_asset: self.asset.is_some(),
+            limit: count(chunk.limit),
+            bytes: count(chunk.bytes),
+            snapshot,
+        }
     }
 
     /// Hands the lines of one segment within `range` to the sink: all of them in one call when
@@ -305,7 +341,7 @@ impl LedgerStore for PgStore {
             most,
         };
         // The next chunks are read on a thread of their own while this one sends, so that the
-        // database produces while the client reads, as one streamed `COPY` did; one chunk
+        // database produces while the client reads, as one streamed query would; one chunk
         // waits in the channel, one is being read.
         std::thread::scope(|scope| {
             let (chunks, next) = mpsc::sync_channel(1);
@@ -434,104 +470,87 @@ impl Export<'_> {
 }
 
 /// The export's first chunk, and the scan and the cut it bounds the others by; `None` when the
-/// party, the asset or the window holds nothing.
+/// party, the asset or the window holds nothing. Two round trips: the cut ([`CUT_SQL`]), then
+/// the chunk, each a statement in a snapshot of its own, as every later chunk is.
 fn first_chunk(
     conn: &mut PgConn,
     filter: &ExportFilter,
     chunk: &Chunk,
 ) -> Result<Option<(Scan, Cut, Vec<Fetched>)>, Error> {
-    let (mut tx, mut statements) = conn.snapshot()?;
     let Some((low, high)) = inclusive_bounds(&filter.range) else {
         return Ok(None);
     };
-    let Some((party, asset)) = ids(&mut tx, &mut statements, filter)? else {
+    let (client, mut statements) = conn.autocommit();
+    let statement = statements.get(client, CUT_SQL)?;
+    let party = &filter.party.as_bytes()[..];
+    let asset = filter.asset.as_ref().map(|asset| &asset.as_bytes()[..]);
+    let Some(row) = client
+        .query_opt(&statement, &[&party, &asset])
+        .map_err(map_err)?
+    else {
         return Ok(None);
     };
-    let statement = statements.get(&mut tx, END_SQL)?;
-    let Some(end) = tx.query_opt(&statement, &[&party]).map_err(map_err)? else {
+    let asset_id: Option<i32> = row.get(1);
+    // An unknown asset, or a party without lines.
+    let (Some(time), true) = (
+        row.get::<_, Option<i64>>(2),
+        asset.is_some() == asset_id.is_some(),
+    ) else {
         return Ok(None);
     };
-    let end: LineKey = (end.get(0), end.get(1), end.get(2), end.get(3));
     let scan = Scan {
-        party,
-        asset,
+        party: row.get(0),
+        asset: asset_id,
         low,
         // No line of the cut is later.
-        high: high.min(end.0),
+        high: high.min(time),
     };
     if scan.low > scan.high {
         return Ok(None);
     }
-    let snapshot = planned_snapshot(&mut tx)?;
-    let fetched = fetch(&mut tx, &scan, chunk, &mut Vec::new())?;
-    // Read-only: ending it either way releases the snapshot; commit is the cheap one.
-    tx.commit().map_err(map_err)?;
-    Ok(Some((scan, Cut { end, snapshot }, fetched)))
+    let cut = Cut {
+        end: (time, row.get(3), row.get(4), row.get(5)),
+        sql: chunk_sql(row.get(6)),
+        snapshot: row.get(7),
+    };
+    let fetched = fetch(client, &mut statements, &scan, &cut, chunk, &mut Vec::new())?;
+    Ok(Some((scan, cut, fetched)))
 }
 
-/// A later chunk, in a snapshot of its own: every segment with its index when that snapshot is
-/// not the first chunk's; read into the buffers of `spare` where it has some.
+/// A later chunk, read into the buffers of `spare` where it has some.
 fn next_chunk(
     conn: &mut PgConn,
     scan: &Scan,
     cut: &Cut,
-    mut chunk: Chunk,
+    chunk: Chunk,
     spare: &mut Vec<Fetched>,
 ) -> Result<Vec<Fetched>, Error> {
-    let (mut tx, _) = conn.snapshot()?;
-    chunk.all_keys = planned_snapshot(&mut tx)? != cut.snapshot;
-    let fetched = fetch(&mut tx, scan, &chunk, spare)?;
-    tx.commit().map_err(map_err)?;
-    Ok(fetched)
+    let (client, mut statements) = conn.autocommit();
+    fetch(client, &mut statements, scan, cut, &chunk, spare)
 }
 
-/// Sets the export's planner settings and answers the transaction's snapshot, in one round
-/// trip. Two snapshots that print alike see the same committed transactions, so the same data.
-fn planned_snapshot(tx: &mut Transaction<'_>) -> Result<String, Error> {
-    let messages = tx
-        .simple_query(&format!(
-            "{EXPORT_PLANNER}; SELECT pg_current_snapshot()::text"
-        ))
-        .map_err(map_err)?;
-    messages
-        .iter()
-        .find_map(|message| match message {
-            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })
-        .ok_or_else(|| Error::Internal("pg_current_snapshot() answered no row".into()))
-}
-
-/// Reads one chunk's segments whole, into buffers taken from `spare` while it has some (a
-/// chunk already sent; a read tried again finds what the failed one left).
+/// Reads one chunk's segments whole, one statement ([`Cut::sql`]) in a snapshot of its own,
+/// into buffers taken from `spare` while it has some (a chunk already sent; a read tried again
+/// finds what the failed one left).
 fn fetch(
-    tx: &mut Transaction<'_>,
+    client: &mut impl GenericClient,
+    statements: &mut Statements<'_>,
     scan: &Scan,
+    cut: &Cut,
     chunk: &Chunk,
     spare: &mut Vec<Fetched>,
 ) -> Result<Vec<Fetched>, Error> {
-    let reader = tx
-        .copy_out(&format!(
-            "COPY ({}) TO STDOUT (FORMAT binary)",
-            scan.sql(chunk)
-        ))
+    let statement = statements.get(client, &cut.sql)?;
+    let params = scan.params(chunk, &cut.snapshot);
+    let mut rows = client
+        .query_raw(&statement, params.values())
         .map_err(map_err)?;
-    let types = [
-        Type::INT4,
-        Type::BYTEA,
-        Type::BYTEA,
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-    ];
-    let mut rows = BinaryCopyOutIter::new(reader, &types);
     let mut fetched = Vec::new();
     while let Some(row) = rows.next().map_err(map_err)? {
-        let key = |i| row.try_get::<i64>(i).map_err(map_err);
+        let key = |i| row.try_get::<_, i64>(i).map_err(map_err);
         let Fetched { mut csv, keys, .. } = spare.pop().unwrap_or_default();
-        refill(&mut csv, row.try_get::<&[u8]>(1).map_err(map_err)?);
-        let keys = match row.try_get::<Option<&[u8]>>(2).map_err(map_err)? {
+        refill(&mut csv, row.try_get::<_, &[u8]>(1).map_err(map_err)?);
+        let keys = match row.try_get::<_, Option<&[u8]>>(2).map_err(map_err)? {
             Some(bytes) => {
                 let mut buffer = keys.unwrap_or_default();
                 refill(&mut buffer, bytes);
@@ -555,33 +574,10 @@ fn refill(buffer: &mut Vec<u8>, bytes: &[u8]) {
     buffer.extend_from_slice(bytes);
 }
 
-/// The party's dictionary id and the asset's, when one is asked for; `None` when either is
-/// unknown, which is an empty export.
-fn ids(
-    tx: &mut Transaction<'_>,
-    statements: &mut Statements<'_>,
-    filter: &ExportFilter,
-) -> Result<Option<(i32, Option<i32>)>, Error> {
-    let mut lookup = |sql: &'static str, hex: &[u8; 32]| -> Result<Option<i32>, Error> {
-        let statement = statements.get(tx, sql)?;
-        let row = tx.query_opt(&statement, &[&&hex[..]]).map_err(map_err)?;
-        Ok(row.map(|row| row.get(0)))
-    };
-    let Some(party) = lookup(PARTY_SQL, filter.party.as_bytes())? else {
-        return Ok(None);
-    };
-    let asset = match &filter.asset {
-        Some(asset) => match lookup(ASSET_SQL, asset.as_bytes())? {
-            Some(id) => Some(id),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    Ok(Some((party, asset)))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use testdb::TestDatabase;
 
@@ -601,20 +597,70 @@ mod tests {
         Some(db)
     }
 
-    /// The last keys' times of the segments of `party` that `chunk` reads, and whether it was
-    /// filled.
-    fn read(db: &TestDatabase, party: i32, chunk: &Chunk) -> (Vec<i64>, bool) {
+    /// What `chunk` reads of the segments of `party`, all time, with a cut taken in the snapshot
+    /// of the transaction that reads it when `same`, in another one otherwise.
+    fn fetched(db: &TestDatabase, party: i32, chunk: &Chunk, same: bool) -> Vec<Fetched> {
         let mut client = db.client();
-        let mut tx = client.transaction().unwrap();
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .unwrap();
+        let snapshot: String = tx
+            .query_one("SELECT pg_current_snapshot()::text", &[])
+            .unwrap()
+            .get(0);
         let scan = Scan {
             party,
             asset: None,
             low: 0,
             high: i64::MAX,
         };
-        let fetched = fetch(&mut tx, &scan, chunk, &mut Vec::new()).unwrap();
+        let cut = Cut {
+            end: (i64::MAX, 0, 0, 0),
+            sql: chunk_sql("ledger_segments"),
+            snapshot: if same { snapshot } else { "1:1:".to_owned() },
+        };
+        let mut statements = HashMap::new();
+        let mut statements = Statements(&mut statements);
+        fetch(
+            &mut tx,
+            &mut statements,
+            &scan,
+            &cut,
+            chunk,
+            &mut Vec::new(),
+        )
+        .unwrap()
+    }
+
+    /// The last keys' times of the segments of `party` that `chunk` reads, and whether it was
+    /// filled.
+    fn read(db: &TestDatabase, party: i32, chunk: &Chunk) -> (Vec<i64>, bool) {
+        let fetched = fetched(db, party, chunk, true);
         let times = fetched.iter().map(|segment| segment.last.0).collect();
         (times, chunk.filled(&fetched))
+    }
+
+    #[test]
+    fn a_chunk_reads_every_index_when_its_snapshot_is_not_the_cuts() {
+        let Some(db) = segments("a_chunk_reads_every_index_when_its_snapshot_is_not_the_cuts")
+        else {
+            return;
+        };
+        let chunk = Chunk::sized(None, 200_000, (0, 0));
+        let keys = |same| {
+            let fetched = fetched(&db, 7, &chunk, same);
+            assert_eq!(fetched.len(), 10);
+            fetched
+                .iter()
+                .filter(|segment| segment.keys.is_some())
+                .count()
+        };
+        // Nothing committed since the cut: segments wholly within the window come whole.
+        assert_eq!(keys(true), 0);
+        // Something was: every segment comes with its index, to be cut to the cut's keys.
+        assert_eq!(keys(false), 10);
     }
 
     #[test]

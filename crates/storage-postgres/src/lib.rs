@@ -450,8 +450,13 @@ impl Statements<'_> {
 /// to choose (`auto`), PostgreSQL kept planning a page's scan at every execution: the generic
 /// plan's estimate, made without the `LIMIT`'s value, never beat the custom plans', and the
 /// planning cost a page read from the database about 15 % of its time (docs/PERFORMANCE.md
-/// "Generic plans").
-pub(crate) const READER_PLANNER: &str = "SET plan_cache_mode = force_generic_plan";
+/// "Generic plans"). And no sort, bitmap scan or sequential scan where the ordered range scan
+/// of an index can do: a generic plan is made without the values, and might take a large
+/// party's export chunk ([`export::chunk_sql`]) for a small one, then read all its segments
+/// and sort them before the first is sent. These only price the nodes out; a statement that
+/// has no other way keeps them.
+pub(crate) const READER_PLANNER: &str = "SET plan_cache_mode = force_generic_plan; \
+     SET enable_sort = off; SET enable_bitmapscan = off; SET enable_seqscan = off";
 
 /// Makes the pool's connections, with TLS as `sslmode` asks, and the readers' planner setting.
 pub(crate) struct Manager {

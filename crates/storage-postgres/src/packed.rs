@@ -2,7 +2,7 @@
 //! here, before it goes to the database, and decompressed here after it comes back; from row
 //! format 5 with a checksum, verified before the block is decoded.
 //!
-//! PostgreSQL's own TOAST compression would shrink the table as well, but `COPY` sends the
+//! PostgreSQL's own TOAST compression would shrink the table as well, but a query sends the
 //! values decompressed: compressed by us, the wire (and TLS) carry about a quarter of the bytes
 //! and the server reads a quarter of the TOAST pages. The columns stay `STORAGE EXTERNAL`, so the
 //! server never tries to compress them a second time.

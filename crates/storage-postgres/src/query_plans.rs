@@ -3,7 +3,7 @@
 //! owner it names (schema 8: the tables of segments are hash-partitioned by owner). The plans
 //! are taken on filled and analysed tables, as the planner sees a real store.
 
-use super::export::{Chunk, EXPORT_PLANNER, Scan};
+use super::export::{Chunk, Scan, chunk_sql};
 use super::oracle::{PARTITION_SQL, SegmentScan};
 use super::segments::{LEDGER, ORACLE, Table, WRITER_PLANNER};
 use super::{DEFAULT_PARTITIONS, PgStore, READER_PLANNER};
@@ -17,9 +17,9 @@ use testdb::TestDatabase;
 /// (each opened only when a row is deleted from it); the row counts are dropped.
 fn plan(client: &mut postgres::Client, sql: &str, types: &str, args: &str) -> String {
     let mut tx = client.transaction().unwrap();
-    // The readers' own setting: it ends with the transaction's rollback.
+    // It ends with the transaction's rollback.
     tx.batch_execute(&format!(
-        "{READER_PLANNER}; DEALLOCATE ALL; PREPARE q ({types}) AS {sql}"
+        "SET plan_cache_mode = force_generic_plan; DEALLOCATE ALL; PREPARE q ({types}) AS {sql}"
     ))
     .unwrap();
     let rows = tx
@@ -75,35 +75,21 @@ fn unnumbered(word: &str) -> String {
     format!("s{}", &rest[digits..])
 }
 
-/// The plan of an export's query, under the export's planner settings.
-fn export_plan(client: &mut postgres::Client, sql: &str) -> String {
-    let mut tx = client.transaction().unwrap();
-    tx.batch_execute(EXPORT_PLANNER).unwrap();
-    let rows = tx
-        .query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
-        .unwrap();
-    rows.iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The plan of an export's chunk around `scan`, the plan of its rows (one node and its
-/// details, a line each): the stored bytes before each row summed along the scan's order
-/// (no sort), up to the chunk's count of segments, then kept while under its bytes.
-fn chunk_plan(scan: &str) -> String {
-    let mut lines = scan.lines();
-    let node = lines.next().unwrap();
-    let details: String = lines
-        .map(|line| format!("\n                    {line}"))
+/// The plan of an export's chunk of `scan` on `part`, the party's partition: the stored bytes
+/// before each row summed along the scan's order (no sort), up to the chunk's count of
+/// segments, then kept while under its bytes.
+fn chunk_plan(client: &mut postgres::Client, part: &str, scan: &Scan, chunk: &Chunk) -> String {
+    let params = scan.params(chunk, "1:1:");
+    let args: Vec<String> = params
+        .values()
+        .iter()
+        .map(|value| format!("{value:?}").replace('"', "'"))
         .collect();
-    format!(
-        "Subquery Scan on chunk\n  \
-         Filter: ((chunk.upto - chunk.stored) < {})\n  \
-         ->  Limit\n        \
-         ->  WindowAgg\n              \
-         ->  {node}{details}",
-        crate::EXPORT_CHUNK_BYTES
+    plan(
+        client,
+        &chunk_sql(part),
+        "int, bigint, bigint, bigint, bigint, bigint, bigint, boolean, bigint, bigint, text",
+        &args.join(", "),
     )
 }
 
@@ -145,7 +131,9 @@ fn scans_are_primary_key_range_scans() {
             .push(suite::oracle_row("o", (time, n, 1), &[(n % 40) as u8]));
     }
     writer.commit(&batch).unwrap();
+    // Each with the settings of its session.
     let mut client = db.client();
+    client.batch_execute(READER_PLANNER).unwrap();
     let mut writer_client = db.client();
     writer_client.batch_execute(WRITER_PLANNER).unwrap();
     // As many segments as 5 GB of lines make, over 100 parties (their bytes do not matter).
@@ -161,47 +149,37 @@ fn scans_are_primary_key_range_scans() {
         )
         .unwrap();
 
-    let scan = |asset, low, high, after| {
-        Scan {
-            party: 1000,
-            asset,
-            low,
-            high,
-        }
-        .sql(&Chunk::sized(after, crate::EXPORT_CHUNK_BYTES, (0, 0)))
+    let scan = |asset, low, high| Scan {
+        party: 1000,
+        asset,
+        low,
+        high,
     };
-    // An export: one ordered range scan of the party's segments from the window's start, in
-    // its partition alone (pruned as the statement is planned: it names the party); the
-    // filter only stops it reading segments that begin after the window.
+    let chunk = |after| Chunk::sized(after, crate::EXPORT_CHUNK_BYTES, (0, 0));
+    // An export: one ordered range scan of the party's segments from the window's start (or
+    // after the last segment read), in its partition, which it reads by name; the filter only
+    // stops it reading segments that begin after the window.
     let part = partition(&mut client, &LEDGER, 1000);
-    let whole = export_plan(&mut client, &scan(None, 0, i64::MAX, None));
-    assert_eq!(
-        whole,
-        chunk_plan(&format!(
-            "Index Scan using {part}_pkey on {part} ledger_segments\n\
-             Index Cond: ((party = 1000) AND (last_time >= 0))\n\
-             Filter: (first_time <= '9223372036854775807'::bigint)"
-        ))
+    let expected = format!(
+        "Subquery Scan on chunk\n  \
+         Filter: ((chunk.upto - chunk.stored) < $10)\n  \
+         ->  Limit\n        \
+         ->  WindowAgg\n              \
+         ->  Index Scan using {part}_pkey on {part}\n                    \
+         Index Cond: ((party = $1) AND (last_time >= $2) AND (ROW(last_time, last_block, \
+         last_seq, last_idx) > ROW($4, $5, $6, $7)))\n                    \
+         Filter: (first_time <= $3)"
     );
-    let one = export_plan(&mut client, &scan(Some(2), 5, 100, None));
-    assert_eq!(
-        one,
-        chunk_plan(&format!(
-            "Index Scan using {part}_pkey on {part} ledger_segments\n\
-             Index Cond: ((party = 1000) AND (last_time >= 5))\n\
-             Filter: (first_time <= 100)"
-        ))
-    );
-    // A later chunk goes on from the last segment read, along the same index.
-    let next = export_plan(&mut client, &scan(None, 0, 100, Some((7, 8, 9, 10))));
-    assert_eq!(
-        next,
-        chunk_plan(&format!(
-            "Index Scan using {part}_pkey on {part} ledger_segments\n\
-             Index Cond: ((party = 1000) AND (last_time >= 0) AND (ROW(last_time, last_block, last_seq, last_idx) > ROW(7, 8, 9, 10)))\n\
-             Filter: (first_time <= 100)"
-        ))
-    );
+    for (scan, after) in [
+        (scan(None, 0, i64::MAX), None),
+        (scan(Some(2), 5, 100), None),
+        (scan(None, 0, 100), Some((7, 8, 9, 10))),
+    ] {
+        assert_eq!(
+            chunk_plan(&mut client, &part, &scan, &chunk(after)),
+            expected
+        );
+    }
     // An ingest's reads and deletes, for a batch of two owners in two partitions: a range scan
     // or a seek per owner in its partition alone (pruned at run time, per owner), never a
     // pass over a table nor a visit to every partition.
