@@ -26,6 +26,7 @@ mod export;
 mod http_client;
 mod ingest_formats;
 mod listing;
+mod live;
 mod nginx;
 mod postgres;
 mod process;
@@ -134,13 +135,19 @@ struct Cli {
     /// after their first bytes, the same pages again; three rounds, on SQLite.
     #[arg(long, conflicts_with_all = ["ingest_formats", "socket", "scale", "db"])]
     abort_storm: bool,
+    /// Measure only the exports of parties ingested as a node following the chain ingests them
+    /// (the dataset's first tenth, a hundred lines at a time, 80 ms apart, so a commit every
+    /// few blocks) against the same blocks bulk-loaded, on SQLite and with --db on PostgreSQL;
+    /// see docs/PERFORMANCE.md "A live stream, in the bench".
+    #[arg(long, conflicts_with_all = ["ingest_formats", "socket", "scale", "abort_storm"])]
+    live: bool,
     /// Measure only this server binary against another one: both serve the database (the one
     /// `--server` ingested; with --db PostgreSQL's too) at once, page cache off, pinned to the
     /// last CPU, and the client alternates between them request by request for the whale's
     /// export (--export-runs) and each page case (--requests), in five rounds of two new server
     /// processes: what a change costs, set apart from the machine's drift (`against.rs`).
     #[arg(long, value_name = "SERVER", conflicts_with_all =
-          ["ingest_formats", "socket", "scale", "abort_storm", "page_cache_mib"])]
+          ["ingest_formats", "socket", "scale", "abort_storm", "page_cache_mib", "live"])]
     against: Option<PathBuf>,
 }
 
@@ -209,6 +216,16 @@ fn run(cli: Cli) -> Result<()> {
         });
     }
 
+    if cli.live {
+        return live::run(&live::Plan {
+            server: &server,
+            dir: &dir,
+            base: config,
+            pg_admin: cli.db.as_deref(),
+            export_runs: cli.export_runs,
+        });
+    }
+
     let pg = cli.db.as_deref().map(postgres::PgTarget::new).transpose()?;
     let prepared = dataset::prepare(&dir, &config, cli.dataset.format, cli.fresh)?;
     let ingest = ingest_step(&dir, &server, prepared, cli.reingest)?;
@@ -267,7 +284,8 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+/// Writes `value` as pretty JSON to `path`, and says where.
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let json = serde_json::to_vec_pretty(value).context("cannot encode the results")?;
     std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("bench: results written to {}", path.display());

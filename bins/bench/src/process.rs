@@ -16,6 +16,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use eventgen::{GenerateConfig, GenerateSummary};
 use serde::Serialize;
 
+use crate::live::Paced;
+
 /// GNU time: `-f "%M %U %S"` prints the child's peak RSS in KiB and its user and system CPU
 /// seconds, which is simpler than calling `wait4` (that needs libc, and the workspace forbids
 /// unsafe code).
@@ -89,12 +91,14 @@ pub(crate) fn run_ingest(
 
 /// Runs `server ingest` reading its standard input into `db`, and generates `config`'s stream
 /// (NDJSON) into that input as the ingest reads it: no event file is stored, and the
-/// generator's time is part of the ingest's.
+/// generator's time is part of the ingest's. With `pace` (lines, pause), the stream pauses
+/// after every so many lines, as one that arrives a few blocks at a time ([`Paced`]).
 pub(crate) fn run_ingest_generated(
     server: &Path,
     db: &OsStr,
     config: &GenerateConfig,
     dir: &Path,
+    pace: Option<(usize, Duration)>,
 ) -> Result<(IngestRun, GenerateSummary)> {
     let mut ingest = IngestCommand::new(server, db, OsStr::new("-"), dir)?;
     ingest.command.stdin(Stdio::piped());
@@ -111,8 +115,14 @@ pub(crate) fn run_ingest_generated(
         .take()
         .context("the ingest has no standard input")?;
     let mut input = std::io::BufWriter::with_capacity(1 << 20, stdin);
-    let generated =
-        eventgen::generate(config, &mut input).and_then(|summary| input.flush().map(|()| summary));
+    let generated = match pace {
+        Some((lines, pause)) => eventgen::generate(
+            config,
+            &mut Paced::new(&mut input, lines, || std::thread::sleep(pause)),
+        ),
+        None => eventgen::generate(config, &mut input),
+    }
+    .and_then(|summary| input.flush().map(|()| summary));
     // Closing the input ends the ingest's stream.
     drop(input);
     let status = child.0.wait().context("cannot wait for the ingest")?;

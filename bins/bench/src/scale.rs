@@ -135,7 +135,7 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
                     _ => remove_sqlite(&sqlite)?,
                 }
                 let (ingest, summary) =
-                    process::run_ingest_generated(plan.server, db, &config, plan.dir)?;
+                    process::run_ingest_generated(plan.server, db, &config, plan.dir, None)?;
                 runs.push(IngestSample::of(&ingest, summary.ledger_entries));
                 generated = Some(summary);
             }
@@ -198,11 +198,7 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
         }
     }
     println!("{}", render(&points));
-    let path = plan.dir.join("scale.json");
-    let json = serde_json::to_vec_pretty(&points).context("cannot encode the results")?;
-    std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("bench: results written to {}", path.display());
-    Ok(())
+    crate::write_json(&plan.dir.join("scale.json"), &points)
 }
 
 /// What one served database answered.
@@ -253,7 +249,7 @@ fn four_clients(page: &PageResult) -> f64 {
         .map_or(0.0, |run| run.per_sec)
 }
 
-fn remove_sqlite(path: &Path) -> Result<()> {
+pub(crate) fn remove_sqlite(path: &Path) -> Result<()> {
     for suffix in ["", "-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -268,7 +264,7 @@ fn remove_sqlite(path: &Path) -> Result<()> {
 }
 
 /// The SQLite database's bytes, its WAL included.
-fn sqlite_size(path: &Path) -> u64 {
+pub(crate) fn sqlite_size(path: &Path) -> u64 {
     ["", "-wal"]
         .iter()
         .filter_map(|suffix| {
@@ -358,7 +354,7 @@ fn render(points: &[Point]) -> String {
 }
 
 /// Writes every file's dirty pages to disk (`sync(1)`), and waits for it.
-fn sync() -> Result<()> {
+pub(crate) fn sync() -> Result<()> {
     let status = std::process::Command::new("sync")
         .status()
         .context("cannot run sync")?;
