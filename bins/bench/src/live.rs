@@ -139,9 +139,8 @@ impl Databases {
     fn new(plan: &Plan<'_>, backend: &str) -> Result<Self> {
         if backend == "postgres" {
             let admin = plan.pg_admin.context("no --db")?;
-            let pg = DATABASES.map(|name| PgTarget::named(admin, name));
-            let [live, bulk] = pg;
-            let pg = [live?, bulk?];
+            let [live, bulk] = DATABASES;
+            let pg = [PgTarget::named(admin, live)?, PgTarget::named(admin, bulk)?];
             return Ok(Self {
                 urls: [(&pg[0].url).into(), (&pg[1].url).into()],
                 pg: Some(pg),
@@ -208,8 +207,7 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
     let mut points = Vec::new();
     for backend in backends {
         let databases = Databases::new(plan, backend)?;
-        let mut ingests: Vec<(IngestRun, u64)> = Vec::new();
-        for (which, pace) in [(0, Some((LINES, PAUSE))), (1, None)] {
+        let ingest = |which: usize, pace: Option<(usize, Duration)>| -> Result<(IngestRun, u64)> {
             let how = if pace.is_some() { "paced" } else { "bulk" };
             eprintln!(
                 "bench: live, {backend}: {} blocks into the ingest, {how}",
@@ -223,8 +221,10 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
                 plan.dir,
                 pace,
             )?;
-            ingests.push((run, summary.ledger_entries));
-        }
+            Ok((run, summary.ledger_entries))
+        };
+        let (live, entries) = ingest(0, Some((LINES, PAUSE)))?;
+        let (bulk, _) = ingest(1, None)?;
         databases.settle()?;
         let [live_bytes, bulk_bytes] = [databases.size(0)?, databases.size(1)?];
         let servers = databases
@@ -255,9 +255,9 @@ pub(crate) fn run(plan: &Plan<'_>) -> Result<()> {
         let point = Point {
             backend,
             blocks: config.blocks,
-            ledger_entries: ingests[0].1,
-            live_ingest_secs: ingests[0].0.seconds,
-            bulk_ingest_secs: ingests[1].0.seconds,
+            ledger_entries: entries,
+            live_ingest_secs: live.seconds,
+            bulk_ingest_secs: bulk.seconds,
             live_database_bytes: live_bytes,
             bulk_database_bytes: bulk_bytes,
             whale,

@@ -62,7 +62,7 @@ use storage::{Damage, Error, ExportSink, ExportSummary, LedgerStore};
 /// unknown or none is asked for), the key of the party's last stored line (the end of the
 /// export's cut; null when it has none), the partition that holds its segments, which the
 /// chunks read by name, and the statement's snapshot.
-const CUT_SQL: &str = "SELECT p.id, (SELECT a.id FROM assets a WHERE a.hex = $2), \
+pub(crate) const CUT_SQL: &str = "SELECT p.id, (SELECT a.id FROM assets a WHERE a.hex = $2), \
      s.last_time, s.last_block, s.last_seq, s.last_idx, s.tableoid::regclass::text, \
      pg_current_snapshot()::text \
      FROM parties p LEFT JOIN LATERAL (SELECT tableoid, last_time, last_block, last_seq, last_idx \

@@ -18,11 +18,12 @@
 //! `seq_base`) with its hash, and `schema_info` the chain id. From schema 8 both tables of
 //! segments are hash-partitioned by owner (`DEFAULT_PARTITIONS` each, or as `server migrate
 //! --partitions` chose), so every read and write touches its owners' partitions alone; a page
-//! reads its spec's partition by name. `query_plans.rs` pins the plans.
+//! reads its spec's partition by name, an export its party's. `query_plans.rs` pins the plans.
 //!
-//! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read inside
-//! `REPEATABLE READ READ ONLY` transactions (an export one per chunk of segments), so they work with a read-only role and on a hot
-//! standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
+//! Concurrency: readers ([`PgStore`]) take connections from a bounded pool and read with single
+//! statements in autocommit (each one snapshot: most pages, and each chunk of an export) or
+//! inside `REPEATABLE READ READ ONLY` transactions, so they work with a read-only role and on a
+//! hot standby, and never write. The single writer ([`PgWriter`]) holds a session advisory lock for
 //! as long as it lives, and commits whole blocks with `COPY` in one transaction each
 //! (`ingest.rs`).
 

@@ -3,7 +3,7 @@
 //! owner it names (schema 8: the tables of segments are hash-partitioned by owner). The plans
 //! are taken on filled and analysed tables, as the planner sees a real store.
 
-use super::export::{Chunk, Scan, chunk_sql};
+use super::export::{CUT_SQL, Chunk, Scan, chunk_sql};
 use super::oracle::{PARTITION_SQL, SegmentScan};
 use super::segments::{LEDGER, ORACLE, Table, WRITER_PLANNER};
 use super::{DEFAULT_PARTITIONS, PgStore, READER_PLANNER};
@@ -180,6 +180,48 @@ fn scans_are_primary_key_range_scans() {
             expected
         );
     }
+    // The export's cut: seeks of the party's and the asset's hex, then the party's last segment,
+    // one backward step of the primary key in its partition (the others pruned at run time).
+    let (id, hex): (i32, String) = {
+        let row = client
+            .query_one(
+                "SELECT p.id, encode(p.hex, 'hex') FROM parties p \
+                 WHERE EXISTS (SELECT 1 FROM ledger_segments s WHERE s.party = p.id) LIMIT 1",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let cut_part = partition(&mut client, &LEDGER, id);
+    let cut = plan(
+        &mut client,
+        CUT_SQL,
+        "bytea, bytea",
+        &format!("'\\x{hex}', NULL"),
+    );
+    // Without the alias the planner numbers (`ledger_segments_9`).
+    let on = format!(" on {cut_part} ");
+    let cut: Vec<&str> = cut
+        .lines()
+        .map(|line| line.find(&on).map_or(line, |at| &line[..at + on.len() - 1]))
+        .collect();
+    assert_eq!(
+        cut.join("\n"),
+        format!(
+            "Nested Loop Left Join\n  \
+             InitPlan 1 (returns $0)\n    \
+             ->  Index Scan using assets_hex_key on assets a\n          \
+             Index Cond: (hex = $2)\n  \
+             ->  Index Scan using parties_hex_key on parties p\n        \
+             Index Cond: (hex = $1)\n  \
+             ->  Limit\n        \
+             ->  Merge Append\n              \
+             Sort Key: ledger_segments.last_time DESC, ledger_segments.last_block DESC, \
+             ledger_segments.last_seq DESC, ledger_segments.last_idx DESC\n              \
+             ->  Index Scan Backward using {cut_part}_pkey on {cut_part}\n                    \
+             Index Cond: (party = p.id)"
+        )
+    );
     // An ingest's reads and deletes, for a batch of two owners in two partitions: a range scan
     // or a seek per owner in its partition alone (pruned at run time, per owner), never a
     // pass over a table nor a visit to every partition.
